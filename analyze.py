@@ -1,0 +1,610 @@
+"""
+Statistics and reports for the sweeps of this project.
+
+    python analyze.py out/qat_grid [out/probes ...] [--out DIR] [--fit_sizes 15M,30M,50M]
+
+Reads every result.json (and the eval.json next to it, if any) under the folders and writes
+analysis.md, analysis.json and PNG plots to --out (default: the first folder). Sections:
+  1. QAT schedule grid: best warmdown per (bits, size, lr) cell, paired z across seeds
+  2. quantisation penalty P_b(N) = L_b(N) - L_16(N), log-linear law, 95% prediction intervals
+  3. weight-to-grid distance, QAT vs FP16 weights on the same grid
+  4. long-context: inhibiting-feature count -> score, in-sample and leave-one-out R^2
+Formulas: REFERENCE.md sections 4-5. Seeds: the QAT LR-schedule study (720-run grid, "QAT seed"
+below; no arXiv id in shared/seeds) and "Cracks in the Foundation" (arXiv 2608.10296, "long-context
+seed"). Every field is optional: a missing one shrinks a table, it never crashes the script.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+from collections import defaultdict
+
+import numpy as np
+from scipy import stats
+
+# config keys that split runs into separate studies (probes: AdamW, cosine, longer training, late QAT,
+# clip rule) so that the QAT tables never average across them. A key splits only where it varies
+# within one size: iters or tokens scaled with model size are part of the grid, not a probe.
+VARIANT_KEYS = ("optimizer", "schedule", "iters", "tokens", "block_size", "clip", "qat_start")
+
+# -----------------------------------------------------------------------------
+# statistics: pure functions
+
+
+def paired_z(a, b):
+    """Paired comparison across seeds; a[i], b[i] are the losses of seed i under A and B.
+    d = a - b, z = mean(d) / (sd(d, ddof=1) / sqrt(n)) (REFERENCE.md section 5): negative z means
+    A has the lower loss. QAT seed: z ~ 12-15 with 10/10 seeds for wd33 over wd10 at INT4 50M+."""
+    a, b = np.asarray(a, dtype=float).ravel(), np.asarray(b, dtype=float).ravel()
+    if a.shape != b.shape:
+        raise ValueError(f"paired_z needs one loss per seed on both sides, got {a.size} and {b.size}")
+    n, d = a.size, a - b
+    mean = float(d.mean()) if n else math.nan
+    if n < 2:
+        z = math.nan  # no spread to estimate
+    else:
+        sd = float(d.std(ddof=1))
+        if sd > 0:
+            z = mean / (sd / math.sqrt(n))
+        else:  # every seed moved by exactly the same amount: infinitely sure, unless it is zero
+            z = math.copysign(math.inf, mean) if mean != 0 else math.nan
+    return {"z": z, "mean_diff": mean, "n": n,
+            "wins_a": int((a < b).sum()), "wins_b": int((b < a).sum())}
+
+
+def loglinear_fit(x, y):
+    """OLS of y = alpha + beta * ln(x); QAT seed: INT6 penalty vs non-embedding params N.
+    Returns alpha, beta, n, s (residual sd, n-2 dof), xbar (mean of ln x), sxx, r2."""
+    x, y = np.asarray(x, dtype=float).ravel(), np.asarray(y, dtype=float).ravel()
+    if x.shape != y.shape:
+        raise ValueError(f"loglinear_fit: x has {x.size} values, y has {y.size}")
+    if x.size < 3:
+        raise ValueError(f"loglinear_fit needs n >= 3 points (n - 2 residual dof), got {x.size}")
+    if not (np.all(np.isfinite(x)) and np.all(x > 0) and np.all(np.isfinite(y))):
+        raise ValueError("loglinear_fit needs finite y and x > 0")
+    lx, n = np.log(x), x.size
+    xbar = lx.mean()
+    sxx = float(((lx - xbar) ** 2).sum())
+    if sxx == 0:
+        raise ValueError("loglinear_fit needs at least two distinct x values")
+    beta = float(((lx - xbar) * (y - y.mean())).sum() / sxx)
+    alpha = float(y.mean() - beta * xbar)
+    sse = float(((y - alpha - beta * lx) ** 2).sum())
+    sst = float(((y - y.mean()) ** 2).sum())
+    return {"alpha": alpha, "beta": beta, "n": int(n), "s": math.sqrt(sse / (n - 2)),
+            "xbar": float(xbar), "sxx": sxx, "r2": 1 - sse / sst if sst > 0 else math.nan}
+
+
+def predict_interval(fit, x_new, level=0.95):
+    """Prediction interval of a new observation at x_new (REFERENCE.md section 5):
+    yhat +- t_{(1+level)/2, n-2} * s * sqrt(1 + 1/n + (ln x0 - xbar)^2 / sxx). Returns arrays."""
+    x0 = np.log(np.atleast_1d(np.asarray(x_new, dtype=float)))
+    n = fit["n"]
+    yhat = fit["alpha"] + fit["beta"] * x0
+    t = stats.t.ppf((1 + level) / 2, n - 2)
+    half = t * fit["s"] * np.sqrt(1 + 1 / n + (x0 - fit["xbar"]) ** 2 / fit["sxx"])
+    return yhat, yhat - half, yhat + half
+
+
+def _design(X, y):
+    """[1, X] design matrix (X 1-D or 2-D) and y as float arrays."""
+    X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float).ravel()
+    X = X[:, None] if X.ndim == 1 else X
+    if len(X) != len(y):
+        raise ValueError(f"X has {len(X)} rows, y has {len(y)}")
+    return np.column_stack([np.ones(len(y)), X]), y
+
+
+def _ols(A, y):
+    # lstsq gives the minimum-norm solution, so a constant or duplicated axis does not crash
+    return np.linalg.lstsq(A, y, rcond=None)[0]
+
+
+def r2_in_sample(X, y):
+    """R^2 = 1 - SSE/SST of OLS with intercept (X 1-D or 2-D); nan when n <= 1 + columns or y is constant."""
+    A, y = _design(X, y)
+    sst = float(((y - y.mean()) ** 2).sum())
+    if len(y) <= A.shape[1] or sst == 0:  # as many coefficients as points: R^2 = 1 says nothing
+        return math.nan
+    return 1 - float(((y - A @ _ols(A, y)) ** 2).sum()) / sst
+
+
+def loo_r2(X, y):
+    """Leave-one-out R^2 (long-context seed, arXiv 2608.10296: 0.61 for feature count -> HELMET 32K):
+    refit without run i, predict run i; R^2_LOO = 1 - sum (y_i - yhat_-i)^2 / sum (y_i - ybar)^2.
+    Negative when the predictor does worse than the mean. nan when n <= 1 + columns or y is constant."""
+    A, y = _design(X, y)
+    n = len(y)
+    sst = float(((y - y.mean()) ** 2).sum())
+    if n <= A.shape[1] or sst == 0:  # each refit needs as many points as coefficients
+        return math.nan
+    press = 0.0
+    for i in range(n):
+        keep = np.arange(n) != i
+        press += float(y[i] - A[i] @ _ols(A[keep], y[keep])) ** 2
+    return 1 - press / sst
+
+
+def feature_axes(model_config, pretrain_block, short_block):
+    """The four long-context-inhibiting features of arXiv 2608.10296 as 0/1; missing fields give 0."""
+    mc = model_config or {}
+    n_head, n_kv = num(mc.get("n_head")), num(mc.get("n_kv_head"))
+    return {
+        "qk_norm": int(mc.get("qk_norm") not in (None, "none", "", False)),  # layer- or head-wise
+        "gqa": int(n_head is not None and n_kv is not None and n_kv < n_head),
+        "swa": int((num(mc.get("window")) or 0) > 0),  # any sliding-window layer
+        "short_ctx": int(short_block is not None and pretrain_block == short_block),
+    }
+
+
+def feature_count(model_config, pretrain_block, short_block):
+    """Count of inhibiting features (arXiv 2608.10296): QK-norm, GQA (n_kv_head < n_head), sliding
+    window (window > 0), pretraining block_size == the shorter of the sweep's two contexts."""
+    return sum(feature_axes(model_config, pretrain_block, short_block).values())
+
+# -----------------------------------------------------------------------------
+# loading
+
+
+def warn(msg):
+    print(f"analyze.py: {msg}", file=sys.stderr)
+
+
+def _read_json(path):
+    try:
+        with open(path) as f:
+            obj = json.load(f)
+    except (OSError, ValueError):  # ValueError covers truncated JSON and bad encodings
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def load_runs(folders):
+    """Every readable, finished result.json under the folders (recursively), as dicts; the eval.json
+    next to it, if any, goes under "eval". Unreadable or unfinished files are skipped with a warning."""
+    runs, seen = [], set()
+    for folder in folders:
+        for root, dirs, files in os.walk(folder):
+            dirs.sort()
+            path = os.path.join(root, "result.json")
+            if "result.json" not in files or os.path.realpath(path) in seen:  # overlapping folders
+                continue
+            seen.add(os.path.realpath(path))
+            run = _read_json(path)
+            if run is None:
+                warn(f"skipping {path}: unreadable or not a JSON object")
+                continue
+            if run.get("status", "done") != "done":
+                warn(f"skipping {path}: status {run.get('status')!r}, not 'done'")
+                continue
+            for k in ("config", "model_config", "params", "metrics"):
+                if not isinstance(run.get(k), dict):
+                    run[k] = {}
+            if not isinstance(run.get("run_name"), str):
+                run["run_name"] = os.path.basename(os.path.abspath(root))
+            if os.path.exists(os.path.join(root, "eval.json")):
+                ev = _read_json(os.path.join(root, "eval.json"))
+                if ev is None:
+                    warn(f"ignoring {os.path.join(root, 'eval.json')}: unreadable or not a JSON object")
+                else:
+                    run["eval"] = ev
+            runs.append(run)
+    return runs
+
+
+def num(x):
+    """float(x) for a finite number, else None (missing field, string, bool, NaN)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    return float(x) if math.isfinite(x) else None
+
+
+def parse_size(s):
+    """'15M' -> 1.5e7, '350K' -> 3.5e5; inf when unknown. Sort key when params are missing."""
+    try:
+        return float(s[:-1]) * {"K": 1e3, "M": 1e6, "B": 1e9}[s[-1].upper()]
+    except (KeyError, ValueError, IndexError, TypeError, AttributeError):
+        return math.inf
+
+
+def records(runs):
+    """One record per run of the QAT grid: variant, bits, size, lr, warmdown, seed, loss (the deployed
+    metrics.val_loss), N (params.non_embedding) and grid_distance. Returns (records, n_skipped)."""
+    grid = []
+    for r in runs:
+        c = r["config"]
+        vals = [num(c.get(k)) for k in ("bits", "lr", "warmdown", "seed")] + [num(r["metrics"].get("val_loss"))]
+        if None not in vals and isinstance(c.get("size"), str):
+            grid.append((r, vals))
+    by_size = defaultdict(list)
+    for r, _ in grid:
+        by_size[r["config"]["size"]].append(r["config"])
+    varying = [k for k in VARIANT_KEYS if any(len({str(c.get(k)) for c in cs}) > 1 for cs in by_size.values())]
+    recs, seen, dups = [], set(), []
+    for r, (bits, lr, wd, seed, loss) in grid:
+        variant = ",".join(f"{k}={r['config'].get(k)}" for k in varying)
+        key = (variant, int(bits), r["config"]["size"], lr, round(wd, 6), int(seed))
+        if key in seen:
+            dups.append(r["run_name"])
+            continue
+        seen.add(key)
+        n = num(r["params"].get("non_embedding"))
+        recs.append(dict(zip(("variant", "bits", "size", "lr", "warmdown", "seed"), key), loss=loss,
+                         N=n if n and n > 0 else None, gd=r.get("grid_distance")))
+    if dups:
+        warn(f"{len(dups)} runs repeat a (bits, size, lr, warmdown, seed) already seen and are ignored, "
+             f"e.g. {dups[0]}")
+    return recs, len(runs) - len(grid)
+
+
+def size_order(recs):
+    """size name -> sort key: mean N when known, else the number in the name."""
+    ns = defaultdict(list)
+    for x in recs:
+        ns[x["size"]].append(x["N"] if x["N"] is not None else parse_size(x["size"]))
+    return {s: (float(np.mean(v)), s) for s, v in ns.items()}
+
+# -----------------------------------------------------------------------------
+# reports: each returns a JSON-able dict, rendered to markdown below
+
+
+def qat_report(recs, order):
+    """Per (variant, bits, size, lr) cell: mean +- sd over seeds by warmdown, the best (lowest mean)
+    warmdown, and paired_z of each warmdown against the best, matched on seed."""
+    cells = defaultdict(lambda: defaultdict(dict))  # cell -> warmdown -> seed -> loss
+    for x in recs:
+        cells[(x["variant"], x["bits"], x["size"], x["lr"])][x["warmdown"]][x["seed"]] = x["loss"]
+    out = []
+    for cell in sorted(cells, key=lambda c: (c[0], order[c[2]], c[3], -c[1])):
+        by_wd = cells[cell]
+        means = {w: float(np.mean(list(s.values()))) for w, s in by_wd.items()}
+        best = min(means, key=means.get)
+        rows = []
+        for w in sorted(by_wd):
+            v = np.array(list(by_wd[w].values()))
+            seeds = sorted(set(by_wd[w]) & set(by_wd[best]))
+            pz = paired_z([by_wd[w][s] for s in seeds], [by_wd[best][s] for s in seeds])
+            rows.append({"warmdown": w, "n": len(v), "mean": means[w],
+                         "sd": float(v.std(ddof=1)) if len(v) > 1 else None,
+                         "delta": means[w] - means[best], "z": None if w == best else pz["z"],
+                         "best_wins": pz["wins_b"], "n_paired": pz["n"]})
+        out.append(dict(zip(("variant", "bits", "size", "lr"), cell), best_warmdown=best, rows=rows))
+    groups = defaultdict(dict)
+    for c in out:
+        groups[(c["variant"], c["size"], c["lr"])][c["bits"]] = c["best_warmdown"]
+    same = [{"variant": v, "size": s, "lr": lr, "best_by_bits": b, "same": len(set(b.values())) == 1}
+            for (v, s, lr), b in groups.items() if len(b) > 1]
+    return {"cells": out, "consistency": same}
+
+
+def default_fit_sizes(sizes):
+    """Sizes sorted by N: hold out the two extremes when there are >= 5 (as the QAT seed held out
+    sizes outside its fit range), else fit them all."""
+    return sizes[1:-1] if len(sizes) >= 5 else list(sizes)
+
+
+def penalty_report(recs, order, fit_sizes=None, level=0.95):
+    """P_b(N) = L_b(N) - L_16(N) matched on (variant, size, lr, warmdown, seed), averaged per (bits, size);
+    log-linear fit on the fit sizes, prediction intervals and coverage at the held-out ones."""
+    base = {(x["variant"], x["size"], x["lr"], x["warmdown"], x["seed"]): x["loss"]
+            for x in recs if x["bits"] == 16}
+    pens, ns = defaultdict(list), defaultdict(list)
+    for x in recs:
+        k = (x["variant"], x["size"], x["lr"], x["warmdown"], x["seed"])
+        if x["bits"] != 16 and k in base:
+            pens[(x["variant"], x["bits"], x["size"])].append(x["loss"] - base[k])
+            if x["N"] is not None:
+                ns[(x["variant"], x["bits"], x["size"])].append(x["N"])
+    out = []
+    for v, b in sorted({(v, b) for v, b, _ in pens}, key=lambda t: (t[0], -t[1])):
+        sizes = sorted((s for vv, bb, s in pens if (vv, bb) == (v, b)), key=order.get)
+        rows = {s: {"size": s, "N": float(np.mean(ns[(v, b, s)])) if ns[(v, b, s)] else None,
+                    "penalty": float(np.mean(pens[(v, b, s)])), "n": len(pens[(v, b, s)]),
+                    "sd": float(np.std(pens[(v, b, s)], ddof=1)) if len(pens[(v, b, s)]) > 1 else None}
+                for s in sizes}
+        with_n = [s for s in sizes if rows[s]["N"] is not None]
+        fit_set = [s for s in with_n if s in fit_sizes] if fit_sizes else default_fit_sizes(with_n)
+        held = [s for s in with_n if s not in fit_set]
+        for s in sizes:
+            rows[s]["role"] = "fit" if s in fit_set else "held-out" if s in held else "no N"
+        g = {"variant": v, "bits": b, "rows": [rows[s] for s in sizes], "fit": None, "coverage": None}
+        if len(fit_set) < 3:
+            g["message"] = f"log-linear fit skipped: {len(fit_set)} fit sizes with N, need >= 3"
+        else:
+            fit = loglinear_fit([rows[s]["N"] for s in fit_set], [rows[s]["penalty"] for s in fit_set])
+            g["fit"] = fit
+            if held:
+                yhat, lo, hi = predict_interval(fit, [rows[s]["N"] for s in held], level)
+                for s, yh, l, h in zip(held, yhat, lo, hi):
+                    rows[s].update(pred=float(yh), lo=float(l), hi=float(h),
+                                   inside=bool(l <= rows[s]["penalty"] <= h))
+                g["coverage"] = [sum(rows[s]["inside"] for s in held), len(held)]
+        out.append(g)
+    return {"level": level, "groups": out}
+
+
+def grid_report(recs):
+    """Weight-to-grid distance (REFERENCE.md section 4): each numeric entry of grid_distance other than
+    "bits" is a distance on the grid_distance["bits"] grid. Ratio = mean over matched seeds of the QAT
+    run's distance / mean of the FP16 run's (same variant, size, lr, warmdown, seed; QAT seed ~1.04)."""
+    d = defaultdict(lambda: defaultdict(dict))  # (variant, grid bits, key, size, lr, wd) -> bits -> seed -> d
+    for x in recs:
+        g = x["gd"] if isinstance(x["gd"], dict) else {}
+        gb = num(g.get("bits"))
+        for k, val in g.items():
+            if gb is not None and k != "bits" and num(val) is not None:
+                d[(x["variant"], int(gb), k, x["size"], x["lr"], x["warmdown"])][x["bits"]][x["seed"]] = num(val)
+    rows = []
+    for key in sorted(d, key=lambda t: tuple(map(str, t))):
+        fp = d[key].get(16, {})
+        for b in sorted((b for b in d[key] if b != 16), reverse=True):
+            q = d[key][b]
+            seeds = sorted(set(q) & set(fp))  # no FP16 partner: the QAT distance alone, no ratio
+            mq = float(np.mean([q[s] for s in seeds] if seeds else list(q.values())))
+            mf = float(np.mean([fp[s] for s in seeds])) if seeds else None
+            rows.append(dict(zip(("variant", "grid_bits", "key", "size", "lr", "warmdown"), key), bits=b,
+                             n=len(seeds), d_qat=mq, d_fp16=mf, ratio=mq / mf if mf else None))
+    return {"rows": rows}
+
+
+def pretrain_block(run):
+    """Pretraining context: model_config.rope_original_len when set (an extended run keeps its
+    pretraining L there), else config.block_size."""
+    for b in (num(run["model_config"].get("rope_original_len")), num(run["config"].get("block_size"))):
+        if b:
+            return int(b)
+    return None
+
+
+def longctx_report(runs):
+    """Runs with an eval.json score: feature count per run and R^2 (in-sample, LOO) of predictors of
+    the score: the count, a linear model on the four 0/1 axes, short-context losses, sink rate."""
+    lc = [r for r in runs if num((r.get("eval") or {}).get("score")) is not None]
+    if not lc:
+        return None
+    blocks = [pretrain_block(r) for r in lc]
+    contexts = sorted({b for b in blocks if b is not None})
+    short = contexts[0] if len(contexts) >= 2 else None  # one context only: no "shorter" point
+    rows = []
+    for r, block in zip(lc, blocks):
+        ax = feature_axes(r["model_config"], block, short)
+        rows.append({"run": r["run_name"], **ax, "count": sum(ax.values()), "score": num(r["eval"]["score"]),
+                     "sink_rate": num(r["eval"].get("sink_rate")),
+                     "train_loss": num(r["metrics"].get("train_loss")),
+                     "val_loss": num(r["metrics"].get("val_loss"))})
+    y = np.array([w["score"] for w in rows], dtype=float)
+    col = lambda k: np.array([np.nan if w[k] is None else w[k] for w in rows], dtype=float)
+    axes = np.column_stack([col(k) for k in ("qk_norm", "gqa", "swa", "short_ctx")])
+    preds = [("feature count", col("count")), ("four axes (linear)", axes),
+             ("train_loss", col("train_loss")), ("val_loss", col("val_loss")),
+             ("sink_rate", col("sink_rate"))]
+    out = []
+    for name, X in preds:
+        ok = np.all(np.isfinite(X.reshape(len(y), -1)), axis=1)
+        out.append({"predictor": name, "n": int(ok.sum()),
+                    "r2": r2_in_sample(X[ok], y[ok]) if ok.any() else None,
+                    "loo_r2": loo_r2(X[ok], y[ok]) if ok.any() else None})
+    return {"contexts": contexts, "short_block": short, "runs": rows, "predictors": out}
+
+# -----------------------------------------------------------------------------
+# markdown
+
+
+def f(x, spec=".4g"):
+    """A number for a table: '-' when missing or NaN."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    return format(x, spec) if isinstance(x, float) else str(x)
+
+
+def table(head, rows):
+    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+def vtag(variant):
+    return f"[{variant}] " if variant else ""
+
+
+def cell_name(c):
+    return vtag(c["variant"]) + f"bits={c['bits']} size={c['size']} lr={f(c['lr'])}"
+
+
+def qat_md(q):
+    L = ["## 1. QAT schedule grid", "",
+         "Deployed metrics.val_loss, mean ± sd over seeds. z: paired z of (warmdown - best) across matched"
+         " seeds (positive: the best warmdown has the lower loss); best wins: seeds where the best is lower.", ""]
+    for c in q["cells"]:
+        L += [f"**{cell_name(c)}**: best warmdown {f(c['best_warmdown'])}", ""]
+        L += table(["warmdown", "n", "val_loss", "Δ vs best", "z", "best wins"],
+                   [[f(r["warmdown"]), str(r["n"]), f"{r['mean']:.4f} ± {f(r['sd'], '.2g')}",
+                     f"{r['delta']:+.4f}", f(r["z"], "+.2f"),
+                     "-" if r["z"] is None else f"{r['best_wins']}/{r['n_paired']}"]
+                    for r in c["rows"]]) + [""]
+    if q["consistency"]:
+        L += ["Best warmdown across bit-widths:"]
+        for g in q["consistency"]:
+            name = vtag(g["variant"]) + f"size={g['size']} lr={f(g['lr'])}"
+            bb = ", ".join(f"{b}: {f(w)}" for b, w in sorted(g["best_by_bits"].items(), reverse=True))
+            L += [f"- {name}: " + (f"same best warmdown {f(next(iter(g['best_by_bits'].values())))} at all "
+                                   f"bit-widths ({bb})" if g["same"] else f"best warmdown differs ({bb})")]
+        L += [""]
+    return L
+
+
+def penalty_md(p):
+    L = ["## 2. Quantisation penalty P_b(N) = L_b(N) - L_16(N)", "",
+         "Matched on (size, lr, warmdown, seed), mean over the matched pairs; N = params.non_embedding.", ""]
+    for g in p["groups"]:
+        L += [f"**{vtag(g['variant'])}bits={g['bits']}**", ""]
+        L += table(["size", "N", "P mean", "sd", "pairs", "role", f"{p['level']:.0%} PI", "inside"],
+                   [[r["size"], f(r["N"], ".3g"), f"{r['penalty']:+.4f}", f(r["sd"], ".2g"), str(r["n"]),
+                     r["role"],
+                     f"[{r['lo']:+.4f}, {r['hi']:+.4f}]" if "lo" in r else "-",
+                     ("yes" if r["inside"] else "NO") if "inside" in r else "-"] for r in g["rows"]]) + [""]
+        if g["fit"]:
+            ft = g["fit"]
+            L += [f"Fit P = alpha + beta ln N on {ft['n']} sizes: alpha={ft['alpha']:.4g}, beta={ft['beta']:.4g},"
+                  f" s={ft['s']:.3g}, R^2={f(ft['r2'], '.3f')}."]
+            L += [f"Held-out coverage: {g['coverage'][0]}/{g['coverage'][1]} inside the {p['level']:.0%} PI."
+                  if g["coverage"] else "No held-out sizes (all sizes fit)."]
+        else:
+            L += [g["message"] + "."]
+        L += [""]
+    return L
+
+
+def grid_md(g):
+    L = ["## 3. Weight-to-grid distance", "",
+         "Mean |w/s - round(w/s)| on the grid_bits grid (0.25 = uniform, 0 = snapped); ratio = QAT / FP16"
+         " over matched seeds.", ""]
+    return L + table(["grid_bits", "entry", "size", "lr", "warmdown", "bits", "d", "d FP16", "ratio", "seeds"],
+                     [[str(r["grid_bits"]), vtag(r["variant"]) + r["key"], r["size"],
+                       f(r["lr"]), f(r["warmdown"]), str(r["bits"]), f(r["d_qat"]), f(r["d_fp16"]),
+                       f(r["ratio"]), str(r["n"])] for r in g["rows"]]) + [""]
+
+
+def longctx_md(lc):
+    L = ["## 4. Long-context score vs inhibiting features (arXiv 2608.10296)", "",
+         f"Contexts {lc['contexts']}; short context = {lc['short_block'] or 'n/a (need two contexts)'}.", ""]
+    L += table(["run", "qk_norm", "gqa", "swa", "short_ctx", "count", "score", "sink_rate", "train_loss"],
+               [[w["run"], *(str(w[k]) for k in ("qk_norm", "gqa", "swa", "short_ctx", "count")),
+                 f(w["score"]), f(w["sink_rate"]), f(w["train_loss"])] for w in lc["runs"]]) + [""]
+    L += table(["predictor of score", "n", "R^2", "LOO R^2"],
+               [[p["predictor"], str(p["n"]), f(p["r2"], ".3f"), f(p["loo_r2"], ".3f")] for p in lc["predictors"]])
+    return L + [""]
+
+# -----------------------------------------------------------------------------
+# plots (matplotlib Agg; a failed plot is a warning, never a crash)
+
+
+def plot_all(rep, outdir):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    written = []
+
+    def save(fig, name):
+        fig.tight_layout()
+        fig.savefig(os.path.join(outdir, name), dpi=120)
+        plt.close(fig)
+        written.append(name)
+    q = rep.get("qat")
+    if q and q["cells"]:
+        sizes = list(dict.fromkeys(c["size"] for c in q["cells"]))
+        fig, axs = plt.subplots(1, len(sizes), figsize=(4 * len(sizes), 3.5), squeeze=False)
+        for ax, s in zip(axs[0], sizes):
+            for c in (c for c in q["cells"] if c["size"] == s):
+                ax.errorbar([r["warmdown"] for r in c["rows"]], [r["mean"] for r in c["rows"]],
+                            yerr=[r["sd"] or 0 for r in c["rows"]], marker="o", capsize=2,
+                            label=cell_name(c).replace(f" size={s}", ""))
+            ax.set(title=f"size {s}", xlabel="warmdown fraction", ylabel="val_loss")
+            ax.legend(fontsize=6)
+        save(fig, "qat_warmdown.png")
+    p = rep.get("penalty")
+    if p and p["groups"]:
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        for i, g in enumerate(p["groups"]):
+            c, rows = f"C{i % 10}", [r for r in g["rows"] if r["N"] is not None]
+            for role, mfc in (("fit", c), ("held-out", "none")):  # held-out sizes drawn open
+                pts = [r for r in rows if r["role"] == role]
+                ax.plot([r["N"] for r in pts], [r["penalty"] for r in pts], "o", color=c, mfc=mfc,
+                        label=vtag(g["variant"]) + f"INT{g['bits']}" if role == "fit" else None)
+            if g["fit"] and rows:
+                xs = np.geomspace(min(r["N"] for r in rows), max(r["N"] for r in rows), 100)
+                yh, lo, hi = predict_interval(g["fit"], xs, p["level"])
+                ax.plot(xs, yh, color=c)
+                ax.fill_between(xs, lo, hi, color=c, alpha=0.15)
+        ax.set(xscale="log", xlabel="non-embedding params N", ylabel="penalty L_b - L_16",
+               title="penalty vs size (open: held out)")
+        ax.legend(fontsize=7)
+        save(fig, "penalty_vs_size.png")
+    lc = rep.get("longctx")
+    if lc:
+        fig, ax = plt.subplots(figsize=(4.5, 3.5))
+        ax.plot([w["count"] for w in lc["runs"]], [w["score"] for w in lc["runs"]], "o")
+        ax.set(xlabel="inhibiting-feature count", ylabel="long-context score", title="score vs feature count")
+        save(fig, "longctx_score_vs_count.png")
+    return written
+
+# -----------------------------------------------------------------------------
+
+
+def jsonable(x):
+    """NaN/inf -> null, numpy scalars -> Python, tuples -> lists: strict JSON."""
+    if isinstance(x, dict):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, np.generic):
+        x = x.item()
+    return None if isinstance(x, float) and not math.isfinite(x) else x
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Statistics and reports over result.json / eval.json files.")
+    ap.add_argument("folders", nargs="+", help="folders searched recursively for result.json")
+    ap.add_argument("--out", default=None, help="output folder (default: the first folder)")
+    ap.add_argument("--fit_sizes", default=None,
+                    help="comma list of size names for the penalty fit; the rest are held out "
+                         "(default: all but the two extreme sizes if >= 5 sizes, else all)")
+    ap.add_argument("--level", type=float, default=0.95, help="prediction-interval level")
+    ap.add_argument("--no_plots", action="store_true", help="skip the PNG plots")
+    args = ap.parse_args(argv)
+    missing = [d for d in args.folders if not os.path.isdir(d)]
+    if missing:
+        warn(f"no such folder: {', '.join(missing)}")
+        return 2
+    runs = load_runs(args.folders)
+    if not runs:
+        warn(f"nothing to analyse: no readable result.json under {', '.join(args.folders)}")
+        return 2
+    recs, skipped = records(runs)
+    order = size_order(recs)
+    fit_sizes = [s.strip() for s in args.fit_sizes.split(",") if s.strip()] if args.fit_sizes else None
+    lines = [f"# Analysis of {len(runs)} runs", "", f"Folders: {', '.join(args.folders)}. "
+             f"{skipped} runs lack one of config.bits/size/lr/warmdown/seed or metrics.val_loss and are not "
+             f"in the QAT tables.", ""]
+    rep = {"n_runs": len(runs), "n_skipped_qat": skipped}
+    unknown = set(fit_sizes or []) - set(order)
+    if unknown:
+        warn(f"--fit_sizes names sizes not in the runs: {', '.join(sorted(unknown))}")
+    sections = [("qat", lambda: qat_report(recs, order), lambda r: r["cells"], qat_md),
+                ("penalty", lambda: penalty_report(recs, order, fit_sizes, args.level),
+                 lambda r: r["groups"], penalty_md),
+                ("grid_distance", lambda: grid_report(recs), lambda r: r["rows"], grid_md),
+                ("longctx", lambda: longctx_report(runs), lambda r: r, longctx_md)]
+    for name, compute, has_data, render in sections:
+        try:  # one broken section must not take the others down
+            r = compute()
+            rep[name] = r
+            if r is not None and has_data(r):
+                lines += render(r)
+            else:
+                lines += [f"_{name}: no data._", ""]
+        except Exception as e:
+            warn(f"{name} section skipped: {type(e).__name__}: {e}")
+            lines += [f"_{name}: skipped ({type(e).__name__}: {e})._", ""]
+    out = args.out or args.folders[0]
+    try:
+        os.makedirs(out, exist_ok=True)
+        if not args.no_plots:
+            try:
+                rep["plots"] = plot_all(rep, out)
+            except Exception as e:
+                warn(f"plots skipped: {type(e).__name__}: {e}")
+        md = "\n".join(lines) + "\n"
+        with open(os.path.join(out, "analysis.md"), "w") as fh:
+            fh.write(md)
+        with open(os.path.join(out, "analysis.json"), "w") as fh:
+            json.dump(jsonable(rep), fh, indent=1)
+    except OSError as e:
+        warn(f"cannot write to {out}: {e}")
+        return 1
+    print(md, end="")
+    print(f"wrote {os.path.join(out, 'analysis.md')} and analysis.json", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
