@@ -12,7 +12,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from quant import QATLinear
+from quant import QATEmbedding, QATLinear
 
 
 @dataclass
@@ -34,6 +34,7 @@ class GPTConfig:
     yarn_beta_slow: float = 1.0   # YaRN ramp: pairs with fewer than beta_slow rotations are interpolated
     bits: int = 16             # QAT bit-width of block Linear weights, 2..8; 16 = full precision
     clip: str = "absmax"       # per-row clip rule of the quantisation grid: absmax | quantile:Q | std:K
+    quant_embed: bool = False  # also fake-quantise the token embedding and output head
 
     def __post_init__(self):
         if self.n_embd % self.n_head:
@@ -204,12 +205,11 @@ class GPT(nn.Module):
     def __init__(self, config):
         super().__init__()
         self.config = config
-        self.wte = nn.Embedding(config.vocab_size, config.n_embd)
+        eq = dict(bits=config.bits if config.quant_embed else 16, clip=config.clip)
+        self.wte = QATEmbedding(config.vocab_size, config.n_embd, **eq)
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
         self.ln_f = RMSNorm(config.n_embd)
-        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
-        if config.tie_embeddings:
-            self.lm_head.weight = self.wte.weight
+        self.lm_head = None if config.tie_embeddings else QATLinear(config.n_embd, config.vocab_size, **eq)
         self.set_rope()
         self.init_weights()
 
@@ -221,7 +221,7 @@ class GPT(nn.Module):
             if name.endswith("c_proj.weight"):  # zero-init residual outputs: each block starts as identity
                 nn.init.zeros_(p)
         nn.init.normal_(self.wte.weight, std=0.02)  # small, so the tied head starts near uniform
-        if not self.config.tie_embeddings:
+        if self.lm_head is not None:
             nn.init.zeros_(self.lm_head.weight)  # untied head starts exactly uniform (modded-nanogpt)
 
     def set_rope(self):
@@ -248,7 +248,7 @@ class GPT(nn.Module):
         n = sum(p.numel() for p in self.parameters())
         if non_embedding:
             n -= self.wte.weight.numel()
-            if not self.config.tie_embeddings:
+            if self.lm_head is not None:
                 n -= self.lm_head.weight.numel()
         return n
 
@@ -260,7 +260,9 @@ class GPT(nn.Module):
         x = self.wte(idx)
         for block in self.blocks:
             x = block(x, cos, sin)
-        logits = self.lm_head(self.ln_f(x)).float()
+        x = self.ln_f(x)
+        # tied head: reuse the (possibly fake-quantised) embedding matrix
+        logits = (self.lm_head(x) if self.lm_head is not None else F.linear(x, self.wte.effective_weight())).float()
         loss = None
         if targets is not None:
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1),

@@ -91,8 +91,27 @@ class QATLinear(nn.Linear):
         return F.linear(x, w, self.bias)
 
 
+class QATEmbedding(nn.Embedding):
+    """Token embedding with the same switchable fake quantisation (per row = per token);
+    used when the embedding/head are quantised too (GPTConfig.quant_embed)."""
+
+    def __init__(self, num_embeddings, embedding_dim, bits=16, clip="absmax"):
+        super().__init__(num_embeddings, embedding_dim)
+        self.bits, self.clip = bits, clip
+        self.register_buffer("qat_on", torch.tensor(1.0 if bits < 16 else 0.0), persistent=False)
+
+    def effective_weight(self):
+        w = self.weight
+        if self.bits < 16:
+            w = w + self.qat_on.to(w.dtype) * (fake_quant(w, self.bits, self.clip) - w)
+        return w
+
+    def forward(self, idx):
+        return F.embedding(idx, self.effective_weight())
+
+
 def set_qat(model, on):
-    """Switch fake quantisation on/off in every QATLinear (in place, compile-safe)."""
+    """Switch fake quantisation on/off in every QAT module (in place, compile-safe)."""
     for m in model.modules():
-        if isinstance(m, QATLinear):
+        if isinstance(m, (QATLinear, QATEmbedding)):
             m.qat_on.fill_(1.0 if on else 0.0)

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tarfile
 import time
-from dataclasses import dataclass, asdict
+from dataclasses import dataclass, asdict, field
 
 import numpy as np
 import torch
@@ -92,18 +92,42 @@ class TrainConfig:
     compile: bool = False       # torch.compile the model (CUDA)
     cache_dir: str = ""         # token cache ('' = data/cache next to this file)
     quiet: bool = False         # no progress bar
+    # every other model.GPTConfig field is a flag too (--qk_norm head, --quant_embed true, ...);
+    # the ones given on the command line are collected here and override the preset
+    model: dict = field(default_factory=dict)
+
+
+# GPTConfig fields that TrainConfig sets itself (the rest pass through as --<field>)
+TRAIN_MODEL_FIELDS = {"vocab_size", "block_size", "n_layer", "n_head", "n_kv_head", "n_embd", "mlp",
+                      "tie_embeddings", "rope_theta", "bits", "clip"}
+
+
+def str2bool(v):
+    if v.lower() in ("1", "true", "yes", "on"):
+        return True
+    if v.lower() in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true/false, got {v!r}")
 
 
 def parse_args(argv=None, cls=TrainConfig, description=__doc__):
-    """argparse from the dataclass; bad flags exit with a one-line error."""
+    """argparse from the dataclass (plus GPTConfig's own flags); bad flags exit with a one-line error."""
     p = OneLineParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    types = {"int": int, "float": float, "str": str, int: int, float: float, str: str}
     for f in dataclasses.fields(cls):
+        if f.name == "model":
+            continue
         if f.type in (bool, "bool"):
             p.add_argument(f"--{f.name}", action="store_true", default=f.default)
         else:
-            typ = {"int": int, "float": float, "str": str}.get(f.type, f.type)
-            p.add_argument(f"--{f.name}", type=typ, default=f.default)
-    return cls(**vars(p.parse_args(argv)))
+            p.add_argument(f"--{f.name}", type=types[f.type], default=f.default)
+    model_flags = [f for f in dataclasses.fields(GPTConfig) if f.name not in TRAIN_MODEL_FIELDS]
+    for f in model_flags:
+        typ = str2bool if f.type in (bool, "bool") else types[f.type]
+        p.add_argument(f"--{f.name}", type=typ, default=None, help=f"model flag (default {f.default!r})")
+    args = vars(p.parse_args(argv))
+    model = {f.name: args.pop(f.name) for f in model_flags}
+    return cls(**args, model={k: v for k, v in model.items() if v is not None})
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -140,6 +164,7 @@ def check_config(cfg):
         raise UserError("--block_size must be >= 2")
     if cfg.lr <= 0:
         raise UserError("--lr must be > 0")
+    model_config(cfg, 4096)  # architecture flags are checked before anything runs
     for f in save_fractions(cfg):
         if not 0 < f < 1:
             raise UserError(f"--save_at fractions must be in (0, 1), got {f}")
@@ -159,8 +184,8 @@ def model_config(cfg, vocab_size):
         return GPTConfig(vocab_size=vocab_size, block_size=cfg.block_size, n_layer=n_layer,
                          n_head=n_head, n_kv_head=cfg.n_kv_head or n_head, n_embd=n_embd,
                          mlp=cfg.mlp, tie_embeddings=not cfg.untied, rope_theta=cfg.rope_theta,
-                         bits=cfg.bits, clip=cfg.clip)
-    except ValueError as e:
+                         bits=cfg.bits, clip=cfg.clip, **cfg.model)
+    except (ValueError, TypeError) as e:
         raise UserError(str(e))
 
 
