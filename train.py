@@ -603,8 +603,9 @@ def train(cfg, init_model=None, lineage=None):
     step, log_rows = 0, []
     if cfg.resume:
         ckpt = load_checkpoint(ckpt_path)
-        if ckpt["train_config"] != {**asdict(cfg), "resume": False} and \
-                {**ckpt["train_config"], "resume": True} != asdict(cfg):
+        free = ("resume", "quiet", "overwrite", "compile")  # flags that may change on resume
+        same = lambda d: {k: v for k, v in d.items() if k not in free}
+        if same(ckpt.get("train_config", {})) != same(asdict(cfg)):
             raise UserError(f"--resume: flags differ from the checkpoint's run in {out_dir}")
         try:
             model.load_state_dict(ckpt["model"])

@@ -1,0 +1,301 @@
+"""train.py: schedules, Muon, tokenizer and cache, resume, DDP, the run record, bad input."""
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import train
+from conftest import ROOT, tiny_config, write_corpus
+
+
+# ---------------------------------------------------------------- schedules
+
+def test_wsd_schedule_values():
+    f = lambda s: train.lr_mult(s, 100, warmup=0.1, warmdown=0.3, schedule="wsd", min_lr_frac=0.0)
+    assert f(0) == 0.0
+    assert f(5) == pytest.approx(0.5)          # halfway through warmup
+    assert f(10) == 1.0 and f(69) == 1.0       # stable phase
+    assert f(70) == pytest.approx(1.0)         # decay starts at p = 1 - warmdown
+    assert f(85) == pytest.approx(0.5)         # halfway through the warmdown
+    assert f(100) == pytest.approx(0.0)
+    g = lambda s: train.lr_mult(s, 100, warmup=0.0, warmdown=0.5, min_lr_frac=0.1)
+    assert g(75) == pytest.approx(0.55) and g(100) == pytest.approx(0.1)
+    assert train.lr_mult(99, 100, warmup=0.0, warmdown=0.0) == 1.0  # warmdown 0 = constant
+
+
+def test_cosine_schedule_values():
+    f = lambda s: train.lr_mult(s, 100, warmup=0.0, schedule="cosine", min_lr_frac=0.1)
+    assert f(0) == pytest.approx(1.0)
+    assert f(50) == pytest.approx(0.1 + 0.9 * 0.5)
+    assert f(100) == pytest.approx(0.1)
+    h = lambda s: train.lr_mult(s, 100, warmup=0.2, schedule="cosine")
+    assert h(10) == pytest.approx(0.5) and h(20) == pytest.approx(1.0) and h(60) == pytest.approx(0.5)
+
+
+# ---------------------------------------------------------------- Muon
+
+def test_newton_schulz_orthogonalises():
+    torch.manual_seed(0)
+    for shape in [(32, 64), (64, 32), (48, 48)]:
+        G = torch.randn(*shape)
+        X = train.newton_schulz5(G)
+        sv = torch.linalg.svdvals(X)
+        # the quintic iteration targets singular values in about [0.7, 1.2], not exactly 1
+        assert sv.min() > 0.5 and sv.max() < 1.3, (shape, sv.min(), sv.max())
+        # and keeps the singular vectors: X is close to U V^T of G
+        U, _, Vh = torch.linalg.svd(G, full_matrices=False)
+        cos = (X * (U @ Vh)).sum() / (X.norm() * (U @ Vh).norm())
+        assert cos > 0.95
+
+
+def test_muon_and_adamw_parameter_groups(tmp_path):
+    cfg = tiny_config(tmp_path)
+    model = train.GPT(train.model_config(cfg, 512))
+    opts = train.build_optimizers(model, cfg)
+    assert isinstance(opts[0], train.Muon)
+    muon_ids = {id(p) for g in opts[0].param_groups for p in g["params"]}
+    for n, p in model.named_parameters():
+        assert (id(p) in muon_ids) == (n.startswith("blocks.") and p.ndim == 2), n
+    cfg.optimizer = "adamw"
+    opts = train.build_optimizers(model, cfg)
+    assert len(opts) == 1 and isinstance(opts[0], torch.optim.AdamW)
+    assert sum(p.numel() for g in opts[0].param_groups for p in g["params"]) == model.num_params()
+
+
+# ---------------------------------------------------------------- tokenizer and cache
+
+def test_tokenizer_round_trip_and_truncation():
+    enc = train.get_tokenizer("cl100k_base", 4096)
+    assert enc.n_vocab == 4096 and enc.eot_token == 4095
+    text = "To be, or not to be: that is the question.\nZwölf Boxkämpfer — 日本語 ✓ 12345\t end"
+    ids = enc.encode_ordinary(text)
+    assert max(ids) < 4095 and enc.decode(ids) == text
+    full = train.get_tokenizer("cl100k_base", 0)
+    assert len(full.encode_ordinary(text)) < len(ids)  # more merges, fewer tokens
+
+
+def test_unknown_tokenizer_is_a_user_error():
+    with pytest.raises(train.UserError, match="not available"):
+        train.get_tokenizer("no_such_encoding", 4096)
+
+
+def test_cache_is_built_once_and_rebuilt_on_change(tmp_path):
+    data = write_corpus(str(tmp_path / "c"), n_docs=3, words=200)
+    cache = str(tmp_path / "cache")
+    a = train.load_corpus(data, vocab_size=512, cache_dir=cache)
+    assert len(os.listdir(cache)) == 2  # one .bin + one .json
+    b = train.load_corpus(data, vocab_size=512, cache_dir=cache)
+    assert np.array_equal(np.asarray(a.train), np.asarray(b.train)) and len(os.listdir(cache)) == 2
+    # documents are separated by end-of-text; every split boundary is a document boundary
+    assert all(a.meta["eot"] == np.asarray(a.train)[d["end"] - 1] for d in a.meta["docs"] if d["split"] == "train")
+    with open(os.path.join(data, "doc0.txt"), "a") as f:
+        f.write("a changed source gives a new cache\n")
+    c = train.load_corpus(data, vocab_size=512, cache_dir=cache)
+    assert c.meta["source_hash"] != a.meta["source_hash"] and len(os.listdir(cache)) == 4
+    d = train.load_corpus(data, vocab_size=1024, cache_dir=cache)  # a new tokenizer too
+    assert d.meta["tokenizer"] != c.meta["tokenizer"] and len(os.listdir(cache)) == 6
+
+
+def test_corpus_formats_and_splits(tmp_path):
+    one = tmp_path / "one.txt"
+    one.write_text("hello world " * 300)
+    c = train.load_corpus(str(one), vocab_size=512, cache_dir=str(tmp_path / "k"))
+    assert len(c.val) > 0 and len(c.train) > 4 * len(c.val)
+    jl = tmp_path / "d.jsonl"
+    jl.write_text("\n".join(json.dumps({"text": f"document number {i} " * 50}) for i in range(10)))
+    c = train.load_corpus(str(jl), vocab_size=512, cache_dir=str(tmp_path / "k"), val_frac=0.2)
+    splits = [d["split"] for d in c.meta["docs"]]
+    assert splits.count("val") == 2 and splits.count("train") == 8
+
+
+def test_bundled_corpus_split_is_by_whole_work():
+    docs = train.load_documents(train.DEFAULT_DATA)
+    assert len(docs) == 42
+    tr, va = train.split_documents(docs, True, 0.1)
+    assert sorted(n for n, _ in va) == sorted(train.VAL_DOCS)
+    assert not {n for n, _ in tr} & {n for n, _ in va}
+
+
+def test_batches_are_a_function_of_seed_and_step():
+    toks = np.arange(10_000, dtype=np.uint16)
+    x1, y1 = train.get_batch(toks, 4, 16, seed=1, step=7)
+    x2, _ = train.get_batch(toks, 4, 16, seed=1, step=7)
+    x3, _ = train.get_batch(toks, 4, 16, seed=1, step=8)
+    assert torch.equal(x1, x2) and not torch.equal(x1, x3)
+    assert torch.equal(x1[:, 1:], y1[:, :-1])
+
+
+def test_validation_is_deterministic_and_covers_the_split(tiny_run):
+    cfg, result = tiny_run
+    corpus = train.load_corpus(cfg.data, vocab_size=cfg.vocab_size, cache_dir=cfg.cache_dir, val_frac=cfg.val_frac)
+    model = train.model_from_checkpoint(train.load_checkpoint(os.path.join(cfg.out_dir, "ckpt.pt")))
+    a = train.evaluate(model, corpus.val, corpus.token_bytes, cfg.block_size)
+    b = train.evaluate(model, corpus.val, corpus.token_bytes, cfg.block_size, batch_size=3)
+    assert a["loss"] == pytest.approx(b["loss"], abs=1e-9)
+    assert a["loss"] == pytest.approx(result["metrics"]["val_loss"], abs=1e-9)
+    assert a["tokens"] == (len(corpus.val) - 1) // cfg.block_size * cfg.block_size
+    # bits per byte = nats per token * tokens / (ln 2 * bytes)
+    assert a["bpb"] < a["loss"] / math.log(2)
+
+
+# ---------------------------------------------------------------- the run record
+
+def test_record_schema(tiny_run):
+    cfg, r = tiny_run
+    rec = json.load(open(os.path.join(cfg.out_dir, "result.json")))
+    for key in ("config", "model_config", "seed", "git_commit", "corpus", "versions", "device",
+                "params", "metrics", "wall_time_s", "tokens_per_s", "steps", "tokens", "status"):
+        assert key in rec, key
+    assert rec["corpus"]["hash"] and rec["versions"]["torch"] == torch.__version__
+    assert rec["params"]["non_embedding"] < rec["params"]["total"]
+    m = rec["metrics"]
+    assert m["val_loss"] < m["unigram_loss"] and m["val_bpb"] > 0
+    log = [json.loads(l) for l in open(os.path.join(cfg.out_dir, "log.jsonl"))]
+    assert [r["step"] for r in log] == list(range(1, cfg.iters + 1))
+    assert "val_loss" in log[cfg.eval_interval - 1]
+    assert os.path.exists(os.path.join(cfg.out_dir, "ckpt_warmdown.pt"))
+    ck = train.load_checkpoint(os.path.join(cfg.out_dir, "ckpt_warmdown.pt"))
+    assert ck["step"] == int(cfg.iters * (1 - cfg.warmdown))
+
+
+def test_qat_run_reports_deployed_and_fp_loss(tmp_path):
+    cfg = tiny_config(tmp_path, bits=4, save_at="0.5")
+    m = train.train(cfg)["metrics"]
+    assert m["val_loss"] == m["val_loss_quant"]
+    assert m["quant_gap"] == pytest.approx(m["val_loss_quant"] - m["val_loss_fp"])
+    assert m["quant_gap"] != 0
+    assert os.path.exists(os.path.join(cfg.out_dir, "ckpt_0.5.pt"))
+
+
+def test_late_qat_switches_on_mid_run(tmp_path, monkeypatch):
+    """The QAT switch is a tensor, so the loss changes at the step QAT turns on."""
+    seen = []
+    orig = train.set_qat
+    monkeypatch.setattr(train, "set_qat", lambda m, on: (seen.append(on), orig(m, on)))
+    cfg = tiny_config(tmp_path, bits=3, qat_start=0.5, iters=10)
+    train.train(cfg)
+    assert seen[:10] == [False] * 5 + [True] * 5
+
+
+# ---------------------------------------------------------------- resume
+
+def test_resume_gives_identical_final_metrics(tmp_path, monkeypatch):
+    full = train.train(tiny_config(tmp_path / "a", bits=6))
+    cfg = tiny_config(tmp_path / "b", bits=6)
+    orig = train.get_batch
+
+    def crash_at_15(tokens, b, t, seed, step):
+        if step == 15:
+            raise KeyboardInterrupt
+        return orig(tokens, b, t, seed, step)
+
+    monkeypatch.setattr(train, "get_batch", crash_at_15)
+    with pytest.raises(KeyboardInterrupt):
+        train.train(cfg)
+    assert not os.path.exists(os.path.join(cfg.out_dir, "result.json"))
+    monkeypatch.setattr(train, "get_batch", orig)
+    cfg.resume = True
+    resumed = train.train(cfg)
+    assert resumed["metrics"]["val_loss"] == full["metrics"]["val_loss"]
+    assert resumed["metrics"]["val_loss_fp"] == full["metrics"]["val_loss_fp"]
+    log = [json.loads(l)["step"] for l in open(os.path.join(cfg.out_dir, "log.jsonl"))]
+    assert log == list(range(1, cfg.iters + 1))
+
+
+def test_nan_loss_stops_and_keeps_last_checkpoint(tmp_path, monkeypatch):
+    cfg = tiny_config(tmp_path, iters=20, ckpt_every=5)
+    orig = train.GPT.forward
+    calls = {"n": 0}
+
+    def nan_after_12(self, idx, targets=None, reduction="mean"):
+        logits, loss = orig(self, idx, targets, reduction)
+        if self.training:
+            calls["n"] += 1
+            if calls["n"] > 12:
+                loss = loss * float("nan")
+        return logits, loss
+
+    monkeypatch.setattr(train.GPT, "forward", nan_after_12)
+    with pytest.raises(train.UserError, match="loss is nan"):
+        train.train(cfg)
+    ck = train.load_checkpoint(os.path.join(cfg.out_dir, "ckpt.pt"))
+    assert ck["step"] == 10 and all(torch.isfinite(v).all() for v in ck["model"].values())
+    assert not os.path.exists(os.path.join(cfg.out_dir, "result.json"))
+
+
+# ---------------------------------------------------------------- DDP
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_process_gloo_ddp_matches_single_process(tmp_path):
+    single = train.train(tiny_config(tmp_path / "s", iters=10, grad_accum=2))
+    cfg = tiny_config(tmp_path / "d", iters=10, grad_accum=2)
+    args = [f"--{k}={v}" for k, v in vars(cfg).items() if not isinstance(v, (bool, dict))]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+           str(_free_port()), os.path.join(ROOT, "train.py"), *args, "--quiet"]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=240, cwd=str(tmp_path))
+    assert p.returncode == 0, p.stderr[-2000:]
+    ddp = json.load(open(os.path.join(cfg.out_dir, "result.json")))
+    assert ddp["world_size"] == 2
+    assert ddp["metrics"]["val_loss"] == pytest.approx(single["metrics"]["val_loss"], abs=2e-4)
+
+
+# ---------------------------------------------------------------- bad input (CLI)
+
+def _cli(args, cwd):
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "train.py"), *args, "--quiet"],
+                       capture_output=True, text=True, cwd=str(cwd), timeout=120)
+    return p.returncode, p.stderr.strip()
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--no_such_flag", "1"], "unrecognized arguments"),
+    (["--bits", "9"], "--bits 9"),
+    (["--bits", "1"], "--bits 1"),
+    (["--warmdown", "1.5"], "--warmdown"),
+    (["--warmdown", "-0.1"], "--warmdown"),
+    (["--warmup", "0.5", "--warmdown", "0.6"], "exceeds 1"),
+    (["--size", "7M"], "unknown size preset"),
+    (["--data", "/no/such/corpus"], "data path not found"),
+    (["--clip", "quantile:2"], "clip rule"),
+    (["--n_kv_head", "3"], "must divide"),
+])
+def test_bad_input_one_line_error(tmp_path, args, msg):
+    code, err = _cli(args + ["--out_dir", str(tmp_path / "o")], tmp_path)
+    assert code != 0 and msg in err and "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert not os.path.exists(tmp_path / "o" / "result.json")
+
+
+def test_corpus_smaller_than_one_batch(tmp_path):
+    (tmp_path / "small.txt").write_text("too short")
+    code, err = _cli(["--data", str(tmp_path / "small.txt"), "--out_dir", str(tmp_path / "o"),
+                      "--cache_dir", str(tmp_path / "k")], tmp_path)
+    assert code != 0 and "corpus too small" in err and "Traceback" not in err
+
+
+def test_finished_run_is_not_overwritten_and_corrupt_checkpoint(tiny_run, tmp_path):
+    cfg, _ = tiny_run
+    before = open(os.path.join(cfg.out_dir, "result.json")).read()
+    args = ["--size", "0.1M", "--data", cfg.data, "--vocab_size", "512", "--block_size", "32",
+            "--iters", "5", "--out_dir", cfg.out_dir, "--cache_dir", cfg.cache_dir]
+    code, err = _cli(args, tmp_path)
+    assert code != 0 and "already holds a finished run" in err
+    assert open(os.path.join(cfg.out_dir, "result.json")).read() == before
+    # a corrupt checkpoint when resuming an unfinished run
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "ckpt.pt").write_bytes(b"not a checkpoint")
+    code, err = _cli(args[:-4] + ["--out_dir", str(bad), "--cache_dir", cfg.cache_dir, "--resume"], tmp_path)
+    assert code != 0 and "corrupt or unreadable checkpoint" in err and "Traceback" not in err
+    assert (bad / "ckpt.pt").read_bytes() == b"not a checkpoint"
