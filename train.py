@@ -64,6 +64,13 @@ class TrainConfig:
     vocab_size: int = 4096      # keep the first V-1 BPE merges + end-of-text (0 = full vocabulary)
     val_frac: float = 0.1       # own corpora: share of documents held out (the bundled one uses VAL_DOCS)
     block_size: int = 256       # training context length
+    short_frac: float = 0.0     # long/short mix: share of steps trained at --short_block instead
+    short_block: int = 0        # the short context of the mix (same tokens per step: more rows)
+    task_mix: float = 0.0       # share of training sequences replaced by synthetic retrieval tasks
+    task_list: str = "passkey,niah_single,niah_multikey"  # tasks.py TASKS mixed in by --task_mix
+    algo: str = ""              # pure algorithmic-task training instead of text: copy | reverse | sort | ...
+    algo_len: str = "1,16"      # input lengths min,max seen in training (test longer with evaluate.py)
+    algo_offset: int = 0        # random position offsets up to this many PAD tokens (0 = none)
     # optimisation
     optimizer: str = "muon"     # muon (Muon on block matrices + AdamW on the rest) | adamw
     lr: float = 1.0             # multiplier on every base LR below: the swept "LR magnitude"
@@ -164,6 +171,20 @@ def check_config(cfg):
         raise UserError("--block_size must be >= 2")
     if cfg.lr <= 0:
         raise UserError("--lr must be > 0")
+    if not 0 <= cfg.short_frac <= 1 or not 0 <= cfg.task_mix <= 1:
+        raise UserError("--short_frac and --task_mix must be in [0, 1]")
+    if cfg.short_frac > 0 and (cfg.short_block < 2 or cfg.block_size % cfg.short_block):
+        raise UserError(f"--short_block {cfg.short_block} must divide --block_size {cfg.block_size}")
+    if cfg.task_mix > 0:
+        from tasks import TASKS
+        bad = [t for t in cfg.task_list.split(",") if t not in TASKS]
+        if bad:
+            raise UserError(f"unknown task {bad[0]!r} in --task_list; choose from {', '.join(TASKS)}")
+    if cfg.algo:
+        from tasks import ALGO_TASKS
+        if cfg.algo not in ALGO_TASKS:
+            raise UserError(f"unknown --algo {cfg.algo!r}; choose from {', '.join(ALGO_TASKS)}")
+        algo_lengths(cfg)
     model_config(cfg, 4096)  # architecture flags are checked before anything runs
     for f in save_fractions(cfg):
         if not 0 < f < 1:
@@ -355,6 +376,65 @@ def unigram_loss(corpus):
     counts = np.bincount(corpus.train, minlength=corpus.meta["vocab_size"]).astype(np.float64) + 1
     logp = np.log(counts / counts.sum())
     return float(-logp[np.asarray(corpus.val[1:], dtype=np.int64)].mean())
+
+
+def train_batch(cfg, corpus, step):
+    """The global batch of one step: text windows, with optional short-context steps
+    (--short_frac), synthetic task rows (--task_mix), or algorithmic-task data (--algo).
+    Like get_batch, a pure function of (seed, step)."""
+    rng = np.random.default_rng([cfg.seed, step, 1])
+    block, rows = cfg.block_size, cfg.batch_size
+    if cfg.short_frac > 0 and rng.random() < cfg.short_frac:
+        block, rows = cfg.short_block, cfg.batch_size * (cfg.block_size // cfg.short_block)
+    if cfg.algo:
+        return algo_data(cfg, rows, block, seed=(cfg.seed, step))
+    x, y = get_batch(corpus.train, rows, block, cfg.seed, step)
+    if cfg.task_mix > 0:
+        import random
+        from tasks import task_sequence
+        tasks = cfg.task_list.split(",")
+        for r in np.flatnonzero(rng.random(rows) < cfg.task_mix):
+            trng = random.Random(f"{cfg.seed}-{step}-{r}")
+            hay = corpus.train if trng.random() < 0.5 else None  # corpus text or repeated filler
+            ids, _ = task_sequence(tasks, corpus.enc, block + 1, trng, haystack=hay)
+            t = torch.tensor(ids, dtype=torch.int64)
+            x[r], y[r] = t[:-1], t[1:]
+    return x, y
+
+
+def algo_lengths(cfg):
+    try:
+        lo, hi = (int(v) for v in cfg.algo_len.split(","))
+        assert 1 <= lo <= hi
+    except (ValueError, AssertionError):
+        raise UserError(f"malformed --algo_len {cfg.algo_len!r}: min,max with 1 <= min <= max") from None
+    return lo, hi
+
+
+def algo_data(cfg, rows, block, seed, lengths=None):
+    """Algorithmic-task batch (tasks.py): loss only on answer tokens (targets -1 elsewhere)."""
+    import random
+    from tasks import algo_batch
+    lo, hi = lengths or algo_lengths(cfg)
+    try:
+        x, y, mask = algo_batch(cfg.algo, lo, hi, rows, block, random.Random(str(seed)), cfg.algo_offset)
+    except ValueError as e:
+        raise UserError(f"--algo {cfg.algo}: {e}") from None
+    return x, y.masked_fill(mask == 0, -1)
+
+
+@torch.no_grad()
+def evaluate_algo(model, cfg, device="cpu", n=256, lengths=None):
+    """Answer-token loss and exact-match accuracy on a fixed set of algorithmic examples."""
+    from tasks import algo_exact_match
+    x, y = algo_data(cfg, n, cfg.block_size, seed=("val", cfg.seed), lengths=lengths)
+    was = model.training
+    model.eval()
+    logits, loss = model(x.to(device), y.to(device))
+    model.train(was)
+    mask = (y >= 0).long()
+    acc = algo_exact_match(logits.argmax(-1).cpu(), y.clamp_min(0), mask).float().mean().item()
+    return dict(loss=loss.item(), acc=acc, bpb=float("nan"), tokens=int(mask.sum()))
 
 
 # -----------------------------------------------------------------------------
@@ -589,13 +669,21 @@ def train(cfg, init_model=None, lineage=None):
     if cfg.resume and not os.path.exists(ckpt_path):
         raise UserError(f"--resume: no checkpoint in {out_dir}")
 
-    corpus = load_corpus(cfg.data, cfg.tokenizer, cfg.vocab_size, cfg.cache_dir, cfg.val_frac)
-    if len(corpus.train) < cfg.block_size + 2 or len(corpus.val) < 2:
-        raise UserError(f"corpus too small: {len(corpus.train)} train tokens for --block_size {cfg.block_size}")
+    if cfg.algo:  # algorithmic tasks: no corpus, a tiny symbolic vocabulary
+        from tasks import ALGO_VOCAB
+        corpus, vocab = None, len(ALGO_VOCAB)
+        val_fn = lambda m, max_tokens=0: evaluate_algo(m, cfg, device)
+    else:
+        corpus = load_corpus(cfg.data, cfg.tokenizer, cfg.vocab_size, cfg.cache_dir, cfg.val_frac)
+        if len(corpus.train) < cfg.block_size + 2 or len(corpus.val) < 2:
+            raise UserError(f"corpus too small: {len(corpus.train)} train tokens for --block_size {cfg.block_size}")
+        vocab = corpus.meta["vocab_size"]
+        val_fn = lambda m, max_tokens=0: evaluate(m, corpus.val, corpus.token_bytes, cfg.block_size,
+                                                  max_tokens=max_tokens, device=device, dist_info=dist_info)
     iters = math.ceil(cfg.tokens / (cfg.batch_size * cfg.block_size)) if cfg.tokens > 0 else cfg.iters
 
     torch.manual_seed(cfg.seed)
-    mcfg = model_config(cfg, corpus.meta["vocab_size"])
+    mcfg = model_config(cfg, vocab)
     model = init_model if init_model is not None else GPT(mcfg)
     mcfg = model.config
     model.to(device)
@@ -631,19 +719,18 @@ def train(cfg, init_model=None, lineage=None):
         train_model = DDP(train_model, device_ids=[int(device.split(":")[1])] if "cuda" in device else None)
 
     n_params, n_non_emb = model.num_params(), model.num_params(non_embedding=True)
-    unigram = unigram_loss(corpus)
+    unigram = unigram_loss(corpus) if corpus else None
     if dist_info.master and not cfg.quiet:
         print(f"model: {n_params:,} parameters ({n_non_emb:,} non-embedding), {mcfg.n_layer}L "
               f"d{mcfg.n_embd} {mcfg.n_head}H/{mcfg.n_kv_head}KV, bits={mcfg.bits}; "
               f"{iters} steps x {cfg.batch_size * cfg.block_size} tokens on {device} x{dist_info.world}")
-        print(f"corpus: {len(corpus.train):,} train / {len(corpus.val):,} val tokens; unigram baseline "
-              f"val loss {unigram:.3f}")
+        if corpus:
+            print(f"corpus: {len(corpus.train):,} train / {len(corpus.val):,} val tokens; unigram baseline "
+                  f"val loss {unigram:.3f}")
 
     warmdown_step = int(iters * (1 - cfg.warmdown)) if cfg.schedule == "wsd" and cfg.warmdown > 0 else None
     extra_steps = {int(iters * f): f for f in save_fractions(cfg)}
     qat_step = int(iters * cfg.qat_start)
-    micro = cfg.batch_size // cfg.grad_accum
-    per_rank = micro // dist_info.world
     log_f = open(log_path, "a") if dist_info.master else None
     pbar = None
     if dist_info.master and not cfg.quiet:
@@ -665,7 +752,9 @@ def train(cfg, init_model=None, lineage=None):
             for g in o.param_groups:
                 g["lr"] = g["base_lr"] * mult
         ts = time.time()
-        x, y = get_batch(corpus.train, cfg.batch_size, cfg.block_size, cfg.seed, step)
+        x, y = train_batch(cfg, corpus, step)
+        micro = len(x) // cfg.grad_accum
+        per_rank = micro // dist_info.world
         loss_sum = torch.zeros((), device=device)
         for m in range(cfg.grad_accum):
             rows = slice(m * micro + dist_info.rank * per_rank, m * micro + (dist_info.rank + 1) * per_rank)
@@ -692,9 +781,10 @@ def train(cfg, init_model=None, lineage=None):
         row = dict(step=step, loss=round(last_loss, 5), lr_mult=round(mult, 5),
                    tokens=step * cfg.batch_size * cfg.block_size)
         if step % cfg.eval_interval == 0 or step == iters:
-            ev = evaluate(model, corpus.val, corpus.token_bytes, cfg.block_size, max_tokens=cfg.eval_tokens,
-                          device=device, dist_info=dist_info)
+            ev = val_fn(model, max_tokens=cfg.eval_tokens)
             row["val_loss"] = round(ev["loss"], 5)
+            if "acc" in ev:
+                row["val_acc"] = round(ev["acc"], 4)
         if log_f:
             log_f.write(json.dumps(row) + "\n")
             log_f.flush()
@@ -710,14 +800,14 @@ def train(cfg, init_model=None, lineage=None):
 
     # final evaluation on the whole val split: deployed (quantised) and full-precision weights
     metrics = dict(train_loss=last_loss, unigram_loss=unigram)
-    full = lambda: evaluate(model, corpus.val, corpus.token_bytes, cfg.block_size, device=device,
-                            dist_info=dist_info)
     set_qat(model, False)
-    fp = full()
+    fp = val_fn(model)
     metrics.update(val_loss_fp=fp["loss"], val_bpb_fp=fp["bpb"], val_tokens=fp["tokens"])
+    if "acc" in fp:
+        metrics["val_acc"] = fp["acc"]
     if mcfg.bits < 16:
         set_qat(model, True)
-        q = full()
+        q = val_fn(model)
         metrics.update(val_loss=q["loss"], val_bpb=q["bpb"], val_loss_quant=q["loss"],
                        quant_gap=q["loss"] - fp["loss"])
     else:
@@ -728,7 +818,8 @@ def train(cfg, init_model=None, lineage=None):
         config=asdict(cfg), model_config=asdict(mcfg), seed=cfg.seed, git_commit=git_commit(),
         corpus=dict(source=corpus.meta["source"], hash=corpus.meta["source_hash"],
                     tokenizer=corpus.meta["tokenizer"], vocab_size=corpus.meta["vocab_size"],
-                    train_tokens=len(corpus.train), val_tokens=len(corpus.val)),
+                    train_tokens=len(corpus.train), val_tokens=len(corpus.val)) if corpus
+        else dict(source=f"tasks.py:{cfg.algo}", vocab_size=vocab),
         versions=versions(), device=device, world_size=dist_info.world,
         params=dict(total=n_params, non_embedding=n_non_emb), metrics=metrics,
         steps=iters, tokens=iters * cfg.batch_size * cfg.block_size,
@@ -750,9 +841,13 @@ def train(cfg, init_model=None, lineage=None):
 def report(result):
     m = result["metrics"]
     line = f"val loss {m['val_loss']:.4f} nats/token, {m['val_bpb']:.4f} bits/byte"
+    if "val_acc" in m:
+        line = f"val answer loss {m['val_loss']:.4f}, exact match {m['val_acc']:.3f}"
     if m.get("quant_gap") is not None:
         line += f" (quantised; full precision {m['val_loss_fp']:.4f}, gap {m['quant_gap']:+.4f})"
-    print(line + f"; unigram baseline {m['unigram_loss']:.3f}")
+    if m.get("unigram_loss") is not None:
+        line += f"; unigram baseline {m['unigram_loss']:.3f}"
+    print(line)
     print(f"record: {os.path.join(result['out_dir'], 'result.json')}  "
           f"checkpoint: {os.path.join(result['out_dir'], 'ckpt.pt')}")
 
