@@ -4,15 +4,26 @@ One decoder-only GPT with every architectural flag of the studies, in one file.
 Base: pre-norm RMSNorm, RoPE, causal SDPA attention with grouped-query heads, ReLU^2 MLP,
 tied embeddings, zero-initialised output projections. Block Linear layers are QATLinear
 (quant.py): fake-quantised in the forward pass when config.bits < 16.
+
+Long-context flags (REFERENCE.md sections 6-7): QK-norm, sliding-window layer patterns, post-norm,
+a positional encoding per layer (RoPE, NoPE, ALiBi, partial RoPE, HoPE, ExPE; or learned absolute),
+SWAN, log-n query scaling and chunk-based sparse attention. No path builds a T x T matrix except
+inside SDPA's own kernels: dense global layers use SDPA's causal kernel (flash-style, O(T) memory,
+on CPU and GPU); windowed, ALiBi and retrieval attention work in query blocks.
 """
 import math
 from dataclasses import dataclass, fields
+from typing import NamedTuple
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from quant import QATEmbedding, QATLinear
+
+POS_KINDS = ("rope", "nope", "alibi", "hope", "expe")  # per-layer kinds; "learned" is model-wide
+QK_NORMS = ("none", "layer", "head")
+NORM_ORDERS = ("pre", "post")
 
 
 @dataclass
@@ -35,6 +46,25 @@ class GPTConfig:
     bits: int = 16             # QAT bit-width of block Linear weights, 2..8; 16 = full precision
     clip: str = "absmax"       # per-row clip rule of the quantisation grid: absmax | quantile:Q | std:K
     quant_embed: bool = False  # also fake-quantise the token embedding and output head
+    # long-context architecture (REFERENCE.md sections 6-7); lists are comma-separated strings
+    qk_norm: str = "none"      # RMSNorm of q, k: none | layer (whole projection, Olmo 2/3) | head (Qwen3, Gemma 3)
+    norm_order: str = "pre"    # pre: x + f(norm(x)) | post: x + norm(f(x)) (Olmo 2)
+    window: int = 0            # sliding window (tokens) of the windowed layers; 0 = every layer global
+    global_every: int = 0      # with window: last layer of each group of k is global (4 = 3 windowed : 1 global)
+    layer_pattern: str = ""    # explicit per-layer spans w | g, e.g. "w,w,w,g" (overrides global_every)
+    pos: str = "rope"          # positions: rope | nope | alibi | hope | expe | learned (absolute, added to wte)
+    pos_pattern: str = ""      # per-layer kinds overriding pos, e.g. "rope,rope,rope,nope" (learned not allowed)
+    swan: bool = False         # SWAN-GPT (arXiv 2504.08719): RoPE on windowed layers, NoPE on global layers
+    rope_frac: float = 1.0     # partial RoPE: fraction of each head's dims rotated (rounded to even)
+    rope_scaling_layers: str = "all"  # rope_scaling applies to: all | global (Olmo 3: windowed keep plain RoPE)
+    hope_cutoff: int = 0       # HoPE (arXiv 2410.21216): pairs of wavelength > cutoff unrotated (0 = block_size)
+    expe_dims: int = 2         # ExPE (arXiv 2509.19569): leading dims of each q, k head := S + slope * position
+    expe_start: float = 1.0    # ExPE offset S
+    expe_slope: float = 0.0    # ExPE slope per token (0 = 1 / block_size: grows by 1 over the training length)
+    logn_scale: bool = False   # SWAN: q *= max(1, ln(pos+1) / ln L_train) in global layers; read at forward time
+    chunk_layers: str = ""     # chunk sparse attention (arXiv 2510.17196) in layers: "" | all | indices "1,3"
+    chunk_size: int = 64       # tokens per retrievable chunk; also chunk layers' local window when window = 0
+    chunk_topk: int = 2        # past chunks each query retrieves (hard top-k, in training as in evaluation)
 
     def __post_init__(self):
         if self.n_embd % self.n_head:
@@ -49,6 +79,33 @@ class GPTConfig:
             raise ValueError(f"bits={self.bits} not in 2..8 or 16")
         from quant import parse_clip
         parse_clip(self.clip)
+        self._check_long_context()
+
+    def _check_long_context(self):
+        for name, allowed in (("qk_norm", QK_NORMS), ("norm_order", NORM_ORDERS),
+                              ("pos", POS_KINDS + ("learned",)), ("rope_scaling_layers", ("all", "global"))):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"unknown {name} {getattr(self, name)!r}: {' | '.join(allowed)}")
+        if not 0 <= self.window <= self.block_size:
+            raise ValueError(f"window={self.window} must be in [0, block_size={self.block_size}]")
+        if self.global_every < 0 or (self.global_every and not self.window):
+            raise ValueError(f"global_every={self.global_every} needs window > 0 (and must be >= 0)")
+        if not 0 < self.rope_frac <= 1 or rope_dims(self) == 0:
+            raise ValueError(f"rope_frac={self.rope_frac} must be in (0, 1] and rotate at least one pair")
+        if self.hope_cutoff < 0:
+            raise ValueError(f"hope_cutoff={self.hope_cutoff} must be >= 0 (0 = block_size)")
+        if not 0 <= self.expe_dims <= self.n_embd // self.n_head:
+            raise ValueError(f"expe_dims={self.expe_dims} must be in [0, head_dim={self.n_embd // self.n_head}]")
+        if self.swan and (self.pos != "rope" or self.pos_pattern):
+            raise ValueError("swan sets the positional encoding per layer: leave pos=rope and pos_pattern empty")
+        plan = layer_plan(self)  # validates the per-layer patterns
+        if self.swan and not (self.window and any(l.window == 0 for l in plan)):
+            raise ValueError("swan needs window > 0 and at least one global layer (global_every or layer_pattern)")
+        if "expe" in {l.pos for l in plan} and self.expe_dims == 0:
+            raise ValueError("pos expe needs expe_dims >= 1")
+        if any(l.chunk for l in plan) and not (0 < self.chunk_size < self.block_size and self.chunk_topk >= 1):
+            raise ValueError(f"chunk attention needs 0 < chunk_size={self.chunk_size} < block_size="
+                             f"{self.block_size} and chunk_topk={self.chunk_topk} >= 1")
 
     @classmethod
     def from_dict(cls, d):
@@ -59,6 +116,62 @@ class GPTConfig:
         if unknown:
             raise ValueError(f"unknown model config keys {sorted(unknown)}")
         return cls(**d)
+
+
+class Layer(NamedTuple):
+    """What one block's attention does: window (0 = global causal), positional kind, chunk retrieval,
+    and whether rope_scaling applies to it."""
+    window: int
+    pos: str
+    chunk: bool
+    scaled: bool
+
+
+def _split(s):
+    return [t.strip() for t in s.split(",")] if s.strip() else []
+
+
+def layer_plan(c):
+    """Per-layer Layer list from the config's window / pattern / pos / swan / chunk flags.
+    Raises ValueError for patterns that do not match n_layer or name unknown kinds."""
+    n = c.n_layer
+    if c.layer_pattern:
+        spans = _split(c.layer_pattern)
+        if len(spans) != n or set(spans) - {"w", "g"}:
+            raise ValueError(f"layer_pattern {c.layer_pattern!r} must list n_layer={n} entries of w | g")
+        if "w" in spans and not c.window:
+            raise ValueError(f"layer_pattern {c.layer_pattern!r} has windowed layers but window=0")
+    else:  # Olmo 3 / Gemma: the last layer of each group of global_every is global
+        spans = ["g" if not c.window or (c.global_every and (i + 1) % c.global_every == 0) else "w"
+                 for i in range(n)]
+    if c.pos_pattern:
+        pos = _split(c.pos_pattern)
+        if len(pos) != n or set(pos) - set(POS_KINDS):
+            raise ValueError(f"pos_pattern {c.pos_pattern!r} must list n_layer={n} entries of "
+                             f"{' | '.join(POS_KINDS)}")
+    elif c.swan:  # SWAN-GPT: RoPE where the window bounds the distances, NoPE where it does not
+        pos = ["rope" if s == "w" else "nope" for s in spans]
+    else:  # learned positions are added to the embedding; its layers see no other positional signal
+        pos = ["nope" if c.pos == "learned" else c.pos] * n
+    chunk = set(range(n)) if c.chunk_layers.strip() == "all" else set()
+    if c.chunk_layers.strip() not in ("", "all"):
+        try:
+            chunk = {int(t) for t in _split(c.chunk_layers)}
+        except ValueError:
+            raise ValueError(f"chunk_layers {c.chunk_layers!r}: use 'all' or layer indices like '1,3'") from None
+        if not chunk <= set(range(n)):
+            raise ValueError(f"chunk_layers {c.chunk_layers!r}: indices must be in [0, n_layer={n})")
+    plan = []
+    for i in range(n):
+        # chunk layers are local (windowed) + retrieval whatever their span
+        w = (c.window or c.chunk_size) if i in chunk else (c.window if spans[i] == "w" else 0)
+        plan.append(Layer(w, pos[i], i in chunk, c.rope_scaling_layers == "all" or w == 0))
+    return plan
+
+
+def rope_dims(c):
+    """Rotated dims per head (partial RoPE: the leading rope_frac of each head, rounded to even)."""
+    return 2 * round(c.rope_frac * (c.n_embd // c.n_head) / 2)
 
 
 # Size presets by non-embedding parameter count (about 12 * n_layer * n_embd^2):
@@ -128,12 +241,111 @@ def rope_inv_freq(head_dim, theta, method="none", factor=1.0, original_len=None,
 
 
 def apply_rope(x, cos, sin):
-    """Rotate pairs (x_i, x_{i+d/2}) by angle pos * inv_freq_i (GPT-NeoX half-split layout).
-    x: [B, H, T, D]; cos, sin: [T, D/2]."""
-    d = x.shape[-1] // 2
-    x1, x2 = x[..., :d], x[..., d:]
-    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
+    """Rotate pairs (x_i, x_{i+r/2}) of the leading r = 2 * cos.shape[-1] dims by angle pos * inv_freq_i
+    (GPT-NeoX half-split layout; the remaining dims pass through: partial RoPE).
+    x: [B, H, T, D]; cos, sin: [T, r/2]."""
+    d = cos.shape[-1]
+    x1, x2, rest = x[..., :d], x[..., d:2 * d], x[..., 2 * d:]
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos, rest], dim=-1)
 
+
+def alibi_slopes(n_head):
+    """ALiBi (arXiv 2108.12409) head slopes m_h = 2^(-8h/H), h = 1..H."""
+    return torch.tensor([2.0 ** (-8.0 * h / n_head) for h in range(1, n_head + 1)])
+
+
+def apply_expe(x, values):
+    """ExPE (arXiv 2509.19569) on q or k: overwrite the leading dims of every head with the fixed
+    position signal values [T, e] (S + slope * n). Our choice: q and k of each head rather than the
+    embedding, so it is a per-layer kind; the logit gains e * (S + slope*n)(S + slope*m) / sqrt(D),
+    for a query at n linear in the key position m. No trained parameters."""
+    B, H, T, _ = x.shape
+    return torch.cat([values.to(x.dtype).expand(B, H, T, values.shape[-1]), x[..., values.shape[-1]:]], -1)
+
+
+# -----------------------------------------------------------------------------
+# Attention kernels: q [B, H, T, D], k and v [B, Hkv, T, D] -> [B, H, T, D], causal.
+# MAX_SCORES bounds the attention scores one SDPA call may hold (query block x keys x heads x batch).
+
+MAX_SCORES = 2 ** 25
+
+
+def attend(q, k, v, window=0, slopes=None):
+    """Causal attention over all keys (window 0) or the last `window` keys; slopes: ALiBi."""
+    if window and window < q.shape[2]:
+        return band_attention(q, k, v, window, slopes)
+    if slopes is not None:
+        return alibi_attention(q, k, v, slopes)
+    # SDPA's causal kernel never materialises T x T (flash-style on CPU and CUDA)
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=k.shape[1] != q.shape[1])
+
+
+def sdpa_alibi(q, k, v, slopes, x, **kw):
+    """SDPA with ALiBi folded into two extra q/k columns, because the fast kernels take a boolean
+    mask but a float bias sends them to the slow T x T path: q gains m_h * sqrt(D), k gains x_j (key
+    position relative to any per-row constant), so the logit gains m_h * x_j, which is the bias
+    -m_h (i - j) up to a per-row constant that softmax ignores. v gets zero columns (CPU flash
+    wants equal head dims). Runs in float32: positions x in bf16 would be rounded (steps of 16 at 4k)."""
+    B, H, Tq, D = q.shape
+    Hkv, Tk = k.shape[1], k.shape[2]
+    m = (slopes.to(q.device) * D ** 0.5).view(1, H, 1, 1).expand(B, H, Tq, 1)
+    xk = x.float().view(1, 1, Tk, 1).expand(k.shape[0], Hkv, Tk, 1)
+    with torch.autocast(q.device.type, enabled=False):
+        qa = torch.cat([q.float(), m, torch.zeros_like(m)], -1)
+        ka = torch.cat([k.float(), xk, torch.zeros_like(xk)], -1)
+        y = F.scaled_dot_product_attention(qa, ka, F.pad(v.float(), (0, 2)), scale=D ** -0.5,
+                                           enable_gqa=Hkv != H, **kw)
+    return y[..., :D].to(q.dtype)
+
+
+def band_attention(q, k, v, W, slopes=None):
+    """Sliding-window attention, query i sees keys (i-W, i]. Queries go in blocks of W; each block
+    attends to the previous and its own key block (2W keys) through a W x 2W band mask, so memory
+    is O(T x W) and no T x T mask exists."""
+    B, H, T, D = q.shape
+    Hkv, nb = k.shape[1], -(-T // W)
+    q = F.pad(q, (0, 0, 0, nb * W - T))                      # pad the queries to whole blocks
+    k, v = (F.pad(t, (0, 0, W, nb * W - T)) for t in (k, v))  # plus one block of (masked) keys in front
+    qb = q.view(B, H, nb, W, D).transpose(1, 2)              # [B, nb, H, W, D]
+    kb, vb = (t.unfold(2, 2 * W, W).permute(0, 2, 1, 4, 3) for t in (k, v))  # [B, nb, Hkv, 2W, D]
+    r, c = torch.arange(W, device=q.device)[:, None], torch.arange(2 * W, device=q.device)[None]
+    band = (W + r - c >= 0) & (W + r - c < W)                # i - j = W + r - c for row r, key column c
+    per_call = max(1, MAX_SCORES // (B * H * W * 2 * W))     # blocks per SDPA call
+    out = []
+    for s in range(0, nb, per_call):
+        n = min(nb, s + per_call) - s
+        mask = band.expand(n, 1, W, 2 * W)
+        if s == 0:  # block 0: the key block in front is padding
+            mask = torch.cat([(band & (c >= W))[None, None], mask[1:]])
+        args = (qb[:, s:s + n].reshape(B * n, H, W, D), kb[:, s:s + n].reshape(B * n, Hkv, 2 * W, D),
+                vb[:, s:s + n].reshape(B * n, Hkv, 2 * W, D))
+        mask = mask.repeat(B, 1, 1, 1)
+        if slopes is None:
+            y = F.scaled_dot_product_attention(*args, attn_mask=mask, enable_gqa=Hkv != H)
+        else:  # key position relative to the query block's start: |x| < W
+            y = sdpa_alibi(*args, slopes, c[0] - W, attn_mask=mask)
+        out.append(y.view(B, n, H, W, D))
+    return torch.cat(out, 1).transpose(1, 2).reshape(B, H, nb * W, D)[:, :, :T]
+
+
+def alibi_attention(q, k, v, slopes):
+    """Global causal attention with ALiBi. Queries go in blocks of n rows attending to keys [0, end)
+    with an n x end boolean mask, so memory is O(n x T) at a time, never T x T (compute stays
+    quadratic, as in any global layer). The first block is square: SDPA's causal kernel."""
+    B, H, T, D = q.shape
+    n = max(1, MAX_SCORES // (B * T))
+    out = []
+    for s in range(0, T, n):
+        e = min(T, s + n)
+        x = torch.arange(e, device=q.device) - s  # key position relative to the block start
+        i, j = torch.arange(s, e, device=q.device)[:, None], torch.arange(e, device=q.device)[None]
+        causal = dict(is_causal=True) if s == 0 else dict(attn_mask=j <= i)
+        out.append(sdpa_alibi(q[:, :, s:e], k[:, :, :e], v[:, :, :e], slopes, x, **causal))
+    return torch.cat(out, 2)
+
+
+# -----------------------------------------------------------------------------
+# Modules
 
 class RMSNorm(nn.Module):
     def __init__(self, dim, eps=1e-6):
@@ -145,9 +357,77 @@ class RMSNorm(nn.Module):
         return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
 
 
-class Attention(nn.Module):
+class ChunkRetrieval(nn.Module):
+    """Retrieval branch of chunk-based sparse attention (arXiv 2510.17196; landmarks arXiv 2305.16300).
+
+    Each complete chunk of chunk_size tokens gets one landmark key from a small non-linear encoder:
+    ReLU^2 MLP over the chunk's hidden states, attention-pooled by a learned CLS query. Each query
+    scores the landmarks of the complete chunks strictly before its own chunk (causal), keeps the
+    top-k (hard, sparse, in training as in evaluation), attends within each selected chunk and mixes
+    the k results by the softmax of their landmark scores (the landmarks' gradient path). The output
+    has its own zero-initialised projection and is added to the residual stream on its own
+    ("bypassing residual path"). Retrieval uses the position-free (pre-RoPE) q and k, so it is the
+    same at any distance. Memory: keys of the selected chunks are gathered per query block,
+    O(block x k x chunk_size x head_dim); no T x T matrix."""
+
     def __init__(self, cfg):
         super().__init__()
+        self.C, self.K = cfg.chunk_size, cfg.chunk_topk
+        self.n_head, self.head_dim = cfg.n_head, cfg.n_embd // cfg.n_head
+        q = dict(bits=cfg.bits, clip=cfg.clip)
+        self.c_enc = QATLinear(cfg.n_embd, cfg.n_embd, **q)                    # chunk encoder MLP
+        self.cls = nn.Parameter(torch.zeros(cfg.n_embd))                        # CLS pooling query (1-D)
+        self.c_lm = QATLinear(cfg.n_embd, cfg.n_head * self.head_dim, **q)     # landmark key per head
+        self.c_proj = QATLinear(cfg.n_head * self.head_dim, cfg.n_embd, **q)   # own output (zero-init)
+
+    def landmarks(self, x):
+        """x [B, T, E] -> one landmark key per complete chunk and head, [B, H, T // C, D]."""
+        B, T, E = x.shape
+        nc = T // self.C
+        h = F.relu(self.c_enc(x[:, :nc * self.C])).square().view(B, nc, self.C, E)
+        a = torch.softmax(h @ self.cls * E ** -0.5, dim=2)  # CLS attention over the chunk's tokens
+        pooled = (a.unsqueeze(-1) * h).sum(2)
+        return self.c_lm(pooled).view(B, nc, self.n_head, self.head_dim).transpose(1, 2)
+
+    def forward(self, x, q, k, v):
+        """x: attention input [B, T, E]; q [B, H, T, D], k/v [B, Hkv, T, D] without positions.
+        Returns the branch output [B, T, E], or None when no query has a complete past chunk."""
+        B, H, T, D = q.shape
+        C, nc = self.C, T // self.C
+        if T <= C:
+            return None
+        lm = self.landmarks(x)
+        kc, vc = (t[:, :, :nc * C].reshape(B, t.shape[1], nc, C, D) for t in (k, v))
+        per_block = max(1, MAX_SCORES // 2 // (B * H * min(self.K, nc) * C * D))  # bounds the gathered keys
+        out = [q.new_zeros(B, H, C, D)]  # chunk 0 has nothing to retrieve
+        for s in range(C, T, per_block):
+            out.append(self._retrieve(q[:, :, s:s + per_block], s, lm, kc, vc))
+        y = torch.cat(out, 2).transpose(1, 2).reshape(B, T, H * D)
+        return self.c_proj(y)
+
+    def _retrieve(self, q, s, lm, kc, vc):
+        B, H, n, D = q.shape
+        nc = lm.shape[2]
+        own = torch.arange(s, s + n, device=q.device) // self.C
+        past = torch.arange(nc, device=q.device)[None] < own[:, None]  # [n, nc]: complete and strictly earlier
+        score = (q @ lm.transpose(-1, -2) * D ** -0.5).masked_fill(~past, float("-inf"))
+        top, idx = score.topk(min(self.K, nc), dim=-1)  # hard selection [B, H, n, K]
+        ok = torch.isfinite(top)  # fewer than K past chunks early in the sequence
+        m = top[..., :1].detach()
+        m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+        w = torch.where(ok, torch.exp(torch.where(ok, top, m) - m), torch.zeros_like(top))
+        w = w / w.sum(-1, keepdim=True).clamp_min(1e-30)  # softmax over the selected landmarks
+        b = torch.arange(B, device=q.device).view(B, 1, 1, 1)
+        h = (torch.arange(H, device=q.device) // (H // kc.shape[1])).view(1, H, 1, 1)
+        kg, vg = kc[b, h, idx], vc[b, h, idx]  # [B, H, n, K, C, D]
+        att = torch.softmax(torch.einsum("bhnd,bhnkcd->bhnkc", q, kg) * D ** -0.5, dim=-1)
+        return torch.einsum("bhnk,bhnkd->bhnd", w, torch.einsum("bhnkc,bhnkcd->bhnkd", att, vg))
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg, layer=None):
+        super().__init__()
+        self.layer = layer or layer_plan(cfg)[0]
         self.n_head, self.n_kv_head = cfg.n_head, cfg.n_kv_head
         self.head_dim = cfg.n_embd // cfg.n_head
         q = dict(bits=cfg.bits, clip=cfg.clip)
@@ -155,16 +435,44 @@ class Attention(nn.Module):
         self.c_k = QATLinear(cfg.n_embd, cfg.n_kv_head * self.head_dim, **q)
         self.c_v = QATLinear(cfg.n_embd, cfg.n_kv_head * self.head_dim, **q)
         self.c_proj = QATLinear(cfg.n_head * self.head_dim, cfg.n_embd, **q)
+        self.qk_norm = cfg.qk_norm
+        if cfg.qk_norm != "none":  # layer: one gain over all heads' dims; head: one gain over head_dim, shared
+            nq, nk = (cfg.n_head, cfg.n_kv_head) if cfg.qk_norm == "layer" else (1, 1)
+            self.q_norm, self.k_norm = RMSNorm(nq * self.head_dim), RMSNorm(nk * self.head_dim)
+        if self.layer.pos == "alibi":
+            self.register_buffer("slopes", alibi_slopes(cfg.n_head), persistent=False)
+        self.retr = ChunkRetrieval(cfg) if self.layer.chunk else None
 
-    def forward(self, x, cos, sin):
+    def qkv(self, x, pe):
+        """Projections with QK-norm and positions: (q, k, v, q0, k0) as [B, heads, T, D], where q, k
+        carry the layer's positional encoding (and log-n scaling) and q0, k0 are position-free."""
         B, T, _ = x.shape
-        q = self.c_q(x).view(B, T, self.n_head, self.head_dim).transpose(1, 2)
-        k = self.c_k(x).view(B, T, self.n_kv_head, self.head_dim).transpose(1, 2)
-        v = self.c_v(x).view(B, T, self.n_kv_head, self.head_dim).transpose(1, 2)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
-                                           enable_gqa=self.n_kv_head != self.n_head)
-        return self.c_proj(y.transpose(1, 2).reshape(B, T, -1))
+        q, k, v = self.c_q(x), self.c_k(x), self.c_v(x)
+        if self.qk_norm == "layer":  # Olmo 2/3: before splitting heads
+            q, k = self.q_norm(q), self.k_norm(k)
+        q = q.view(B, T, self.n_head, self.head_dim).transpose(1, 2)
+        k = k.view(B, T, self.n_kv_head, self.head_dim).transpose(1, 2)
+        v = v.view(B, T, self.n_kv_head, self.head_dim).transpose(1, 2)
+        if self.qk_norm == "head":  # Qwen3 / Gemma 3
+            q, k = self.q_norm(q), self.k_norm(k)
+        q0, k0 = q, k
+        pos = self.layer.pos
+        if pos in ("rope", "hope"):
+            cos, sin = pe[(pos, self.layer.scaled)]
+            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        elif pos == "expe":
+            q, k = apply_expe(q, pe["expe"]), apply_expe(k, pe["expe"])
+        if self.layer.window == 0 and pe.get("logn") is not None:  # windowed layers never see more keys
+            q = q * pe["logn"].to(q.dtype)
+        return q, k, v, q0, k0
+
+    def forward(self, x, pe):
+        """-> (attention output [B, T, E], retrieval branch output or None)."""
+        B, T, _ = x.shape
+        q, k, v, q0, k0 = self.qkv(x, pe)
+        y = attend(q, k, v, self.layer.window, getattr(self, "slopes", None))
+        y = self.c_proj(y.transpose(1, 2).reshape(B, T, -1))
+        return y, (self.retr(x, q0, k0, v) if self.retr is not None else None)
 
 
 class MLP(nn.Module):
@@ -191,13 +499,19 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, cfg):
+    def __init__(self, cfg, layer=None):
         super().__init__()
-        self.ln_1, self.attn = RMSNorm(cfg.n_embd), Attention(cfg)
+        self.post = cfg.norm_order == "post"
+        self.ln_1, self.attn = RMSNorm(cfg.n_embd), Attention(cfg, layer)
         self.ln_2, self.mlp = RMSNorm(cfg.n_embd), MLP(cfg)
 
-    def forward(self, x, cos, sin):
-        x = x + self.attn(self.ln_1(x), cos, sin)
+    def forward(self, x, pe):
+        if self.post:  # Olmo 2: x + norm(f(x)); the retrieval branch bypasses the norm
+            y, r = self.attn(x, pe)
+            x = x + self.ln_1(y) if r is None else x + self.ln_1(y) + r
+            return x + self.ln_2(self.mlp(x))
+        y, r = self.attn(self.ln_1(x), pe)
+        x = x + y if r is None else x + y + r
         return x + self.mlp(self.ln_2(x))
 
 
@@ -205,9 +519,12 @@ class GPT(nn.Module):
     def __init__(self, config):
         super().__init__()
         self.config = config
+        self.plan = layer_plan(config)
         eq = dict(bits=config.bits if config.quant_embed else 16, clip=config.clip)
         self.wte = QATEmbedding(config.vocab_size, config.n_embd, **eq)
-        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
+        # classic learned absolute positions (baseline): only block_size of them exist
+        self.wpe = QATEmbedding(config.block_size, config.n_embd, **eq) if config.pos == "learned" else None
+        self.blocks = nn.ModuleList(Block(config, layer) for layer in self.plan)
         self.ln_f = RMSNorm(config.n_embd)
         self.lm_head = None if config.tie_embeddings else QATLinear(config.n_embd, config.vocab_size, **eq)
         self.set_rope()
@@ -221,33 +538,69 @@ class GPT(nn.Module):
             if name.endswith("c_proj.weight"):  # zero-init residual outputs: each block starts as identity
                 nn.init.zeros_(p)
         nn.init.normal_(self.wte.weight, std=0.02)  # small, so the tied head starts near uniform
+        if self.wpe is not None:
+            nn.init.normal_(self.wpe.weight, std=0.02)
         if self.lm_head is not None:
             nn.init.zeros_(self.lm_head.weight)  # untied head starts exactly uniform (modded-nanogpt)
 
     def set_rope(self):
         """(Re)compute RoPE frequencies from the config (call again after changing rope_* fields)."""
         c = self.config
+        self.rope_dims = rope_dims(c)
         self.rope_kwargs = dict(method=c.rope_scaling, factor=c.rope_factor,
                                 original_len=c.rope_original_len or c.block_size,
                                 beta_fast=c.yarn_beta_fast, beta_slow=c.yarn_beta_slow)
-        inv, attn_factor = rope_inv_freq(c.n_embd // c.n_head, c.rope_theta, **self.rope_kwargs)
+        inv, attn_factor = rope_inv_freq(self.rope_dims, c.rope_theta, **self.rope_kwargs)
+        plain = rope_inv_freq(self.rope_dims, c.rope_theta)[0]
         self.register_buffer("inv_freq", inv.float(), persistent=False)
+        self.register_buffer("inv_freq_plain", plain.float(), persistent=False)
+        # HoPE keeps the pairs that complete a rotation within the cutoff (judged on the trained frequencies)
+        keep = 2 * math.pi / plain <= (c.hope_cutoff or c.block_size)
+        self.register_buffer("hope_keep", keep.float(), persistent=False)
         self.rope_attn_factor = attn_factor
 
-    def rope_cos_sin(self, T, device):
-        inv = self.inv_freq
-        if self.config.rope_scaling == "dynamic_ntk":  # frequencies depend on the current length
-            c = self.config
-            inv = rope_inv_freq(c.n_embd // c.n_head, c.rope_theta, seq_len=T, **self.rope_kwargs)[0]
+    def rope_cos_sin(self, T, device, hope=False, scaled=True):
+        """cos, sin [T, rope_dims/2]. hope: HoPE's dropped pairs get angle 0 (cos 1, sin 0:
+        position-independent); scaled=False: plain RoPE, ignoring rope_scaling."""
+        c = self.config
+        inv, factor = self.inv_freq, self.rope_attn_factor
+        if not scaled:
+            inv, factor = self.inv_freq_plain, 1.0
+        elif c.rope_scaling == "dynamic_ntk":  # frequencies depend on the current length
+            inv = rope_inv_freq(self.rope_dims, c.rope_theta, seq_len=T, **self.rope_kwargs)[0]
+        inv = inv.float().to(device)
+        if hope:
+            inv = inv * self.hope_keep.to(device)
         t = torch.arange(T, device=device, dtype=torch.float32)
-        ang = torch.outer(t, inv.float().to(device))
-        return torch.cos(ang) * self.rope_attn_factor, torch.sin(ang) * self.rope_attn_factor
+        ang = torch.outer(t, inv)
+        return torch.cos(ang) * factor, torch.sin(ang) * factor
+
+    def positions(self, T, device):
+        """Per-forward position tables shared by the layers: cos/sin per (rope|hope, scaled),
+        ExPE values, and the log-n query factors (None within the training length)."""
+        c = self.config
+        pe = {}
+        for layer in self.plan:
+            key = (layer.pos, layer.scaled)
+            if layer.pos in ("rope", "hope") and key not in pe:
+                pe[key] = self.rope_cos_sin(T, device, hope=layer.pos == "hope", scaled=layer.scaled)
+        if any(layer.pos == "expe" for layer in self.plan):
+            n = torch.arange(T, device=device, dtype=torch.float32)[:, None]
+            pe["expe"] = (c.expe_start + (c.expe_slope or 1 / c.block_size) * n).expand(T, c.expe_dims)
+        L = c.rope_original_len or c.block_size
+        if c.logn_scale and T > L:  # SWAN: keep attention entropy from growing with length
+            n = torch.arange(1, T + 1, device=device, dtype=torch.float32)
+            pe["logn"] = (torch.log(n) / math.log(L)).clamp_min(1.0)[:, None]
+        return pe
 
     def num_params(self, non_embedding=False):
-        """Parameter count; non_embedding excludes the token embedding and an untied head."""
+        """Parameter count; non_embedding excludes the token (and learned position) embedding and an
+        untied head."""
         n = sum(p.numel() for p in self.parameters())
         if non_embedding:
             n -= self.wte.weight.numel()
+            if self.wpe is not None:
+                n -= self.wpe.weight.numel()
             if self.lm_head is not None:
                 n -= self.lm_head.weight.numel()
         return n
@@ -256,10 +609,15 @@ class GPT(nn.Module):
         """idx [B, T] token ids -> (logits [B, T, V] float32, loss or None).
         reduction='none' returns the per-token loss [B, T] (targets < 0 are ignored)."""
         B, T = idx.shape
-        cos, sin = self.rope_cos_sin(T, idx.device)
         x = self.wte(idx)
+        if self.wpe is not None:
+            if T > self.config.block_size:
+                raise ValueError(f"pos=learned has only block_size={self.config.block_size} positions; "
+                                 f"cannot run {T} tokens")
+            x = x + self.wpe(torch.arange(T, device=idx.device))
+        pe = self.positions(T, idx.device)
         for block in self.blocks:
-            x = block(x, cos, sin)
+            x = block(x, pe)
         x = self.ln_f(x)
         # tied head: reuse the (possibly fake-quantised) embedding matrix
         logits = (self.lm_head(x) if self.lm_head is not None else F.linear(x, self.wte.effective_weight())).float()
