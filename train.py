@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from model import GPT, GPTConfig, SIZES
-from quant import VALID_BITS, parse_clip, set_qat
+from quant import VALID_BITS, parse_clip, ptq_eval, set_qat
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_DATA = os.path.join(HERE, "data", "shakespeare.tar.xz")
@@ -99,6 +99,7 @@ class TrainConfig:
     compile: bool = False       # torch.compile the model (CUDA)
     cache_dir: str = ""         # token cache ('' = data/cache next to this file)
     quiet: bool = False         # no progress bar
+    ptq_bits: str = "8,6,4"     # full-precision runs: also record round-to-nearest PTQ loss at these bits
     # every other model.GPTConfig field is a flag too (--qk_norm head, --quant_embed true, ...);
     # the ones given on the command line are collected here and override the preset
     model: dict = field(default_factory=dict)
@@ -185,6 +186,7 @@ def check_config(cfg):
         if cfg.algo not in ALGO_TASKS:
             raise UserError(f"unknown --algo {cfg.algo!r}; choose from {', '.join(ALGO_TASKS)}")
         algo_lengths(cfg)
+    ptq_bits(cfg)
     model_config(cfg, 4096)  # architecture flags are checked before anything runs
     for f in save_fractions(cfg):
         if not 0 < f < 1:
@@ -196,6 +198,16 @@ def save_fractions(cfg):
         return [float(x) for x in cfg.save_at.split(",") if x.strip()]
     except ValueError:
         raise UserError(f"malformed --save_at {cfg.save_at!r}: comma-separated fractions") from None
+
+
+def ptq_bits(cfg):
+    try:
+        bits = tuple(int(b) for b in cfg.ptq_bits.split(",") if b.strip())
+    except ValueError:
+        bits = (0,)
+    if any(b not in VALID_BITS or b == 16 for b in bits):
+        raise UserError(f"malformed --ptq_bits {cfg.ptq_bits!r}: comma-separated bit-widths in 2..8")
+    return bits
 
 
 def model_config(cfg, vocab_size):
@@ -829,6 +841,10 @@ def train(cfg, init_model=None, lineage=None):
     )
     if lineage:
         result["lineage"] = lineage
+    if mcfg.bits >= 16 and cfg.ptq_bits and corpus:
+        # PTQ baseline: the same grid applied after training, for the QAT-vs-PTQ table. Every DDP
+        # rank evaluates (evaluate() all-reduces); only the master writes the record
+        result["ptq"] = ptq_eval(model, val_fn, ptq_bits(cfg), mcfg.clip)
     if dist_info.master:
         save_checkpoint(ckpt_path, model, opts, step, cfg, mcfg, extra_meta)
         write_json(result_path, result)  # written last: its presence marks a finished run

@@ -156,6 +156,8 @@ def test_record_schema(tiny_run):
     assert rec["params"]["non_embedding"] < rec["params"]["total"]
     m = rec["metrics"]
     assert m["val_loss"] < m["unigram_loss"] and m["val_bpb"] > 0
+    # full-precision runs also record the PTQ baseline on the same grid
+    assert set(rec["ptq"]) == {"8", "6", "4"} and rec["ptq"]["4"]["val_loss"] != m["val_loss"]
     log = [json.loads(l) for l in open(os.path.join(cfg.out_dir, "log.jsonl"))]
     assert [r["step"] for r in log] == list(range(1, cfg.iters + 1))
     assert "val_loss" in log[cfg.eval_interval - 1]
