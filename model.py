@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from quant import QATEmbedding, QATLinear
 
 POS_KINDS = ("rope", "nope", "alibi", "hope", "expe")  # per-layer kinds; "learned" is model-wide
+ROPE_SCALINGS = ("none", "pi", "ntk", "dynamic_ntk", "yarn", "llama3")  # ABF is a new rope_theta, no scaling
 QK_NORMS = ("none", "layer", "head")
 NORM_ORDERS = ("pre", "post")
 
@@ -83,9 +84,13 @@ class GPTConfig:
 
     def _check_long_context(self):
         for name, allowed in (("qk_norm", QK_NORMS), ("norm_order", NORM_ORDERS),
-                              ("pos", POS_KINDS + ("learned",)), ("rope_scaling_layers", ("all", "global"))):
+                              ("pos", POS_KINDS + ("learned",)), ("rope_scaling_layers", ("all", "global")),
+                              ("rope_scaling", ROPE_SCALINGS)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"unknown {name} {getattr(self, name)!r}: {' | '.join(allowed)}")
+        if self.rope_factor < 1 or self.rope_original_len < 0 or min(self.yarn_beta_fast, self.yarn_beta_slow) <= 0:
+            raise ValueError(f"rope_factor={self.rope_factor} must be >= 1, rope_original_len="
+                             f"{self.rope_original_len} >= 0 and the yarn betas > 0")
         if not 0 <= self.window <= self.block_size:
             raise ValueError(f"window={self.window} must be in [0, block_size={self.block_size}]")
         if self.global_every < 0 or (self.global_every and not self.window):
@@ -199,22 +204,29 @@ def rope_inv_freq(head_dim, theta, method="none", factor=1.0, original_len=None,
     """RoPE inverse frequencies inv_freq_i = theta^(-2i/d), i in [0, d/2), optionally rescaled
     for context extension. Returns (inv_freq [d/2] float64 tensor, attention_factor).
 
-    method: none | pi | ntk | dynamic_ntk | yarn | llama3 (formulas: REFERENCE.md section 6).
+    method: none | pi | ntk | dynamic_ntk | yarn | llama3 (formulas: REFERENCE.md section 6; the
+    conventions of transformers' modeling_rope_utils). ABF (arXiv 2309.16039) is no scaling: a new theta.
+    original_len: the pretraining length L (needed by dynamic_ntk, yarn, llama3).
     attention_factor multiplies cos and sin (so the logits scale by its square); 1 except yarn."""
+    if method not in ROPE_SCALINGS:
+        raise ValueError(f"unknown RoPE scaling method {method!r}: {' | '.join(ROPE_SCALINGS)}")
     d = head_dim
     i = torch.arange(0, d, 2, dtype=torch.float64)
     base = lambda b: b ** (-i / d)
-    if method == "none" or factor == 1.0:
+    # d = 2 has one pair of frequency 1 whatever the base: the NTK base changes are no-ops
+    if method == "none" or factor == 1.0 or (d == 2 and method in ("ntk", "dynamic_ntk")):
         return base(theta), 1.0
     s = float(factor)
     L = original_len
+    if L is None and method in ("dynamic_ntk", "yarn", "llama3"):
+        raise ValueError(f"RoPE scaling {method} needs original_len (the pretraining length)")
     if method == "pi":  # position interpolation, arXiv 2306.15595
         return base(theta) / s, 1.0
     if method == "ntk":  # NTK-aware base change (bloc97)
         return base(theta * s ** (d / (d - 2))), 1.0
     if method == "dynamic_ntk":  # no change within the original length
         l = seq_len if seq_len is not None else L
-        if l is None or L is None or l <= L:
+        if l <= L:
             return base(theta), 1.0
         return base(theta * ((s * l / L) - (s - 1)) ** (d / (d - 2))), 1.0
     if method == "yarn":  # arXiv 2309.00071: ramp between PI and unchanged, plus temperature
@@ -237,7 +249,6 @@ def rope_inv_freq(head_dim, theta, method="none", factor=1.0, original_len=None,
         out = torch.where(wavelen > low_wl, inv / s, blended)
         out = torch.where(wavelen < high_wl, inv, out)
         return out, 1.0
-    raise ValueError(f"unknown RoPE scaling method {method!r}")
 
 
 def apply_rope(x, cos, sin):

@@ -11,7 +11,6 @@ import argparse
 import contextlib
 import dataclasses
 import hashlib
-import io
 import json
 import math
 import os
@@ -24,7 +23,6 @@ from dataclasses import dataclass, asdict, field
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from model import GPT, GPTConfig, SIZES
 from quant import VALID_BITS, parse_clip, ptq_eval, set_qat
@@ -144,7 +142,7 @@ class OneLineParser(argparse.ArgumentParser):
         sys.exit(2)
 
 
-def check_config(cfg):
+def check_config(cfg, min_iters=1):
     """Validate before anything is written. Raises UserError."""
     if cfg.size not in SIZES:
         raise UserError(f"unknown size preset {cfg.size!r}; choose from {', '.join(SIZES)}")
@@ -164,8 +162,8 @@ def check_config(cfg):
         raise UserError(f"unknown --schedule {cfg.schedule!r}: wsd | cosine")
     if cfg.optimizer not in ("muon", "adamw"):
         raise UserError(f"unknown --optimizer {cfg.optimizer!r}: muon | adamw")
-    if cfg.iters < 1 and cfg.tokens <= 0:
-        raise UserError("--iters must be >= 1")
+    if cfg.iters < min_iters and cfg.tokens <= 0:
+        raise UserError(f"--iters must be >= {min_iters}")
     if cfg.batch_size < 1 or cfg.grad_accum < 1 or cfg.batch_size % cfg.grad_accum:
         raise UserError(f"--batch_size {cfg.batch_size} must be a positive multiple of --grad_accum {cfg.grad_accum}")
     if cfg.block_size < 2:
@@ -665,7 +663,7 @@ def versions():
 def train(cfg, init_model=None, lineage=None):
     """Train (or resume) one run; returns its result dict. init_model: a GPT to start from
     (extend.py continues training a checkpoint this way); lineage is recorded in result.json."""
-    check_config(cfg)
+    check_config(cfg, min_iters=0 if init_model is not None else 1)  # 0 steps: evaluate, record (extend.py)
     dist_info = setup_device(cfg)
     device = dist_info.device
     if cfg.batch_size % (cfg.grad_accum * dist_info.world):
@@ -740,7 +738,8 @@ def train(cfg, init_model=None, lineage=None):
             print(f"corpus: {len(corpus.train):,} train / {len(corpus.val):,} val tokens; unigram baseline "
                   f"val loss {unigram:.3f}")
 
-    warmdown_step = int(iters * (1 - cfg.warmdown)) if cfg.schedule == "wsd" and cfg.warmdown > 0 else None
+    wsd = cfg.schedule == "wsd" and cfg.warmdown > 0 and iters > 0
+    warmdown_step = int(iters * (1 - cfg.warmdown)) if wsd else None
     extra_steps = {int(iters * f): f for f in save_fractions(cfg)}
     qat_step = int(iters * cfg.qat_start)
     log_f = open(log_path, "a") if dist_info.master else None
@@ -811,7 +810,7 @@ def train(cfg, init_model=None, lineage=None):
         log_f.close()
 
     # final evaluation on the whole val split: deployed (quantised) and full-precision weights
-    metrics = dict(train_loss=last_loss, unigram_loss=unigram)
+    metrics = dict(train_loss=last_loss if iters else None, unigram_loss=unigram)
     set_qat(model, False)
     fp = val_fn(model)
     metrics.update(val_loss_fp=fp["loss"], val_bpb_fp=fp["bpb"], val_tokens=fp["tokens"])

@@ -1,0 +1,280 @@
+"""extend.py and the RoPE scalings of model.rope_inv_freq: closed forms, lineage, every positional
+variant, --layers global, bad input."""
+import dataclasses
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import ROOT, tiny_config
+import extend
+import train
+from model import GPT, rope_inv_freq
+
+CASES = [(16, 1e4, 4, 64), (32, 5e5, 8, 256), (64, 1e4, 2, 4096)]  # (head_dim, theta, factor, L)
+
+
+# ---------------------------------------------------------------- closed forms, computed pair by pair
+
+def closed_form(method, d, theta, s, L, seq_len=None):
+    """inv_freq_j for pair j in [0, d/2), from REFERENCE.md section 6 / YaRN arXiv 2309.00071."""
+    base = [theta ** (-2 * j / d) for j in range(d // 2)]
+    if method == "pi":
+        return [b / s for b in base]
+    if method == "ntk":
+        return [(theta * s ** (d / (d - 2))) ** (-2 * j / d) for j in range(d // 2)]
+    if method == "dynamic_ntk":
+        if seq_len <= L:
+            return base
+        b2 = theta * (s * seq_len / L - (s - 1)) ** (d / (d - 2))
+        return [b2 ** (-2 * j / d) for j in range(d // 2)]
+    if method == "yarn":
+        dim = lambda r: d * math.log(L / (2 * math.pi * r)) / (2 * math.log(theta))
+        low, high = max(math.floor(dim(32)), 0), min(math.ceil(dim(1)), d - 1)
+        high = high + 0.001 if low == high else high
+        gam = [min(max((j - low) / (high - low), 0.0), 1.0) for j in range(d // 2)]
+        return [b / s * g + b * (1 - g) for b, g in zip(base, gam)]
+    if method == "llama3":  # low_freq_factor 1, high_freq_factor 4
+        out = []
+        for b in base:
+            wl = 2 * math.pi / b
+            if wl < L / 4:
+                out.append(b)
+            elif wl > L / 1:
+                out.append(b / s)
+            else:
+                sm = (L / wl - 1) / (4 - 1)
+                out.append((1 - sm) * b / s + sm * b)
+        return out
+    raise AssertionError(method)
+
+
+@pytest.mark.parametrize("d,theta,s,L", CASES)
+@pytest.mark.parametrize("method", ["pi", "ntk", "dynamic_ntk", "yarn", "llama3"])
+def test_inverse_frequencies_match_closed_forms(method, d, theta, s, L):
+    for seq_len in ([L // 2, L, 3 * L] if method == "dynamic_ntk" else [None]):
+        got, att = rope_inv_freq(d, theta, method, s, L, seq_len=seq_len)
+        want = closed_form(method, d, theta, s, L, seq_len)
+        assert got.dtype == torch.float64 and got.shape == (d // 2,)
+        assert torch.allclose(got, torch.tensor(want, dtype=torch.float64), rtol=1e-13, atol=0)
+        assert att == (0.1 * math.log(s) + 1 if method == "yarn" else 1.0)
+
+
+@pytest.mark.parametrize("method", ["none", "pi", "ntk", "dynamic_ntk", "yarn", "llama3"])
+def test_factor_one_is_identity(method):
+    plain = torch.tensor([1e4 ** (-2 * j / 32) for j in range(16)], dtype=torch.float64)
+    got, att = rope_inv_freq(32, 1e4, method, 1.0, 256, seq_len=1024)
+    assert torch.allclose(got, plain, rtol=1e-14, atol=0) and att == 1.0
+
+
+def test_what_each_method_changes():
+    d, theta, s, L = 64, 1e4, 2, 4096
+    base = rope_inv_freq(d, theta)[0]
+    assert torch.equal(rope_inv_freq(d, theta, "pi", s, L)[0], base / s)
+    ntk = rope_inv_freq(d, theta, "ntk", s, L)[0]
+    assert ntk[0] == base[0] and torch.allclose(ntk[-1], base[-1] / s, rtol=1e-12)  # NTK: PI at the lowest pair
+    # YaRN: dim(32) = 10.47, dim(1) = 22.5: pairs 0..10 kept exactly, pairs >= 23 divided by s exactly
+    yarn, att = rope_inv_freq(d, theta, "yarn", s, L)
+    assert torch.equal(yarn[:11], base[:11]) and torch.equal(yarn[23:], base[23:] / s)
+    assert ((yarn[11:23] < base[11:23]) & (yarn[11:23] > base[11:23] / s)).all()
+    assert att == pytest.approx(1 + 0.1 * math.log(2), abs=1e-15)
+    # the ramp is measured on the ORIGINAL length: a longer L keeps fewer pairs
+    assert (rope_inv_freq(d, theta, "yarn", s, 4 * L)[0] == base).sum() > (yarn == base).sum()
+    # dynamic NTK: identity up to L, then a growing base
+    assert torch.equal(rope_inv_freq(d, theta, "dynamic_ntk", s, L, seq_len=L)[0], base)
+    assert (rope_inv_freq(d, theta, "dynamic_ntk", s, L, seq_len=2 * L)[0][1:] < base[1:]).all()
+    with pytest.raises(ValueError, match="unknown RoPE scaling"):
+        rope_inv_freq(d, theta, "yarn2", 1.0, L)
+
+
+# ---------------------------------------------------------------- extending tiny runs
+
+@pytest.fixture(scope="module")
+def parent(tmp_path_factory):
+    """parent(name, **model flags) -> out_dir of a tiny finished run (trained once per module)."""
+    root, made = tmp_path_factory.mktemp("parents"), {}
+
+    def make(name, **model):
+        if name not in made:
+            cfg = tiny_config(root, out_dir=str(root / name), iters=4, eval_interval=100, ptq_bits="",
+                              save_at="0.5", model=model)
+            train.train(cfg)
+            made[name] = cfg.out_dir
+        return made[name]
+    return make
+
+
+def run_extend(args):
+    extend.main([*args, "--quiet"])
+    out = args[args.index("--out_dir") + 1]
+    return json.load(open(os.path.join(out, "result.json")))
+
+
+def test_training_free_run_record_and_lineage(parent, tmp_path):
+    p = parent("rope")
+    out = str(tmp_path / "yarn4")
+    r = run_extend([p, "--method", "yarn", "--factor", "4", "--beta_fast", "16", "--out_dir", out,
+                    "--eval_lengths", "32,64,128"])
+    parent_rec = json.load(open(os.path.join(p, "result.json")))
+    assert set(parent_rec) <= set(r) and set(parent_rec["metrics"]) <= set(r["metrics"])
+    assert r["lineage"]["parent"] == p and r["lineage"]["parent_ckpt"] == "final"
+    assert (r["lineage"]["method"], r["lineage"]["factor"], r["lineage"]["beta_fast"]) == ("yarn", 4.0, 16.0)
+    assert r["lineage"]["parent_step"] == 4 and r["lineage"]["parent_lineage"] is None and r["steps"] == 0
+    mc = r["model_config"]
+    assert (mc["block_size"], mc["rope_original_len"]) == (128, 32)
+    assert (mc["rope_scaling"], mc["rope_factor"]) == ("yarn", 4.0)
+    assert r["config"]["block_size"] == 128 and r["corpus"]["hash"] == parent_rec["corpus"]["hash"]
+    # the checkpoint loads like any run's, carries the parent's weights, and reproduces val_loss
+    ck = train.load_checkpoint(os.path.join(out, "ckpt.pt"))
+    model = train.model_from_checkpoint(ck)
+    pk = train.load_checkpoint(os.path.join(p, "ckpt.pt"))
+    assert all(torch.equal(v, pk["model"][k]) for k, v in ck["model"].items())
+    cfg = train.TrainConfig(**ck["train_config"])
+    assert train.model_config(cfg, mc["vocab_size"]) == model.config  # config and model_config agree
+    corpus = extend.load_corpus(cfg)
+    ev = train.evaluate(model, corpus.val, corpus.token_bytes, 128)
+    assert ev["loss"] == pytest.approx(r["metrics"]["val_loss"], abs=1e-9)
+    assert r["metrics"]["val_loss_by_length"]["128"] == pytest.approx(ev["loss"], abs=1e-9)
+    assert set(r["metrics"]["val_loss_by_length"]) == {"32", "64", "128"}
+
+
+def test_method_none_is_the_parent_at_its_own_length(parent, tmp_path):
+    p = parent("rope")
+    r = run_extend([p, "--method", "none", "--factor", "2", "--out_dir", str(tmp_path / "n"),
+                    "--eval_lengths", "32"])
+    parent_rec = json.load(open(os.path.join(p, "result.json")))
+    assert r["metrics"]["val_loss_by_length"]["32"] == pytest.approx(parent_rec["metrics"]["val_loss"], abs=1e-9)
+
+
+def test_continued_training_two_stages_chain_lineage(parent, tmp_path):
+    p = parent("rope")
+    out = str(tmp_path / "y2")
+    r = run_extend([p, "--method", "yarn", "--factor", "4", "--iters", "3", "--stages", "2", "--short_frac",
+                    "0.5", "--ckpt", "0.5", "--out_dir", out])
+    s1 = json.load(open(os.path.join(out, "stage1", "result.json")))
+    assert (s1["steps"], s1["model_config"]["block_size"], s1["lineage"]["stage"]) == (1, 64, 1)
+    assert (s1["lineage"]["parent"], s1["lineage"]["parent_ckpt"], s1["lineage"]["parent_step"]) == (p, "0.5", 2)
+    assert (r["steps"], r["model_config"]["block_size"], r["model_config"]["rope_factor"]) == (2, 128, 4.0)
+    assert r["model_config"]["rope_original_len"] == 32  # both stages scale from the pretraining length
+    assert r["lineage"]["parent"] == os.path.join(out, "stage1")
+    assert r["lineage"]["parent_lineage"] == s1["lineage"]
+    assert r["config"]["short_frac"] == 0.5 and r["config"]["short_block"] == 32
+    assert train.load_checkpoint(os.path.join(out, "ckpt.pt"))["extra"]["lineage"] == r["lineage"]
+
+
+@pytest.mark.parametrize("name,model,method,iters", [
+    ("rope", {}, "ntk", 0),
+    ("partial", dict(rope_frac=0.5), "yarn", 0),
+    ("hope", dict(pos="hope", hope_cutoff=0), "pi", 0),
+    ("swan", dict(swan=True, window=8, global_every=2, logn_scale=True), "llama3", 0),
+    ("nope", dict(pos="nope"), "none", 2),
+    ("alibi", dict(pos="alibi"), "none", 2),
+    ("expe", dict(pos="expe"), "none", 2),
+    ("rope", {}, "dynamic_ntk", 0),
+    ("rope", {}, "abf", 2),
+])
+def test_every_positional_variant_extends(parent, tmp_path, name, model, method, iters):
+    p = parent(name, **model)
+    out = str(tmp_path / "x")
+    args = [p, "--method", method, "--factor", "2", "--iters", str(iters), "--out_dir", out]
+    r = run_extend(args + (["--theta", "5e5"] if method == "abf" else []))
+    assert math.isfinite(r["metrics"]["val_loss"]) and r["model_config"]["block_size"] == 64
+    assert r["steps"] == iters and r["lineage"]["method"] == method
+    m = train.model_from_checkpoint(train.load_checkpoint(os.path.join(out, "ckpt.pt")))
+    if method in ("ntk", "yarn", "pi", "llama3"):  # the scaled frequencies, relative to the pretraining length
+        assert torch.equal(m.inv_freq, rope_inv_freq(m.rope_dims, 1e4, method, 2.0, 32)[0].float())
+    if method == "abf":
+        assert r["model_config"]["rope_theta"] == 5e5 and r["model_config"]["rope_scaling"] == "none"
+        want = torch.tensor([5e5 ** (-2 * j / 32) for j in range(16)], dtype=torch.float64)
+        assert torch.allclose(m.inv_freq, want.float(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name,model", [("hope", dict(pos="hope")), ("expe", dict(pos="expe")),
+                                         ("swan", dict(swan=True, window=8, global_every=2, logn_scale=True))])
+def test_longer_block_leaves_the_function_unchanged_within_L(parent, tmp_path, name, model):
+    """HoPE's cutoff and ExPE's slope default to block_size: extend.py freezes them."""
+    p = parent(name, **model)
+    out = str(tmp_path / "n")
+    run_extend([p, "--method", "none", "--factor", "4", "--out_dir", out])
+    a = train.model_from_checkpoint(train.load_checkpoint(os.path.join(p, "ckpt.pt")))
+    b = train.model_from_checkpoint(train.load_checkpoint(os.path.join(out, "ckpt.pt")))
+    x = torch.randint(0, 500, (2, 32))
+    assert torch.equal(a(x)[0], b(x)[0])
+
+
+def test_layers_global_keeps_windowed_layers_rope(parent, tmp_path):
+    p = parent("windowed", window=8, global_every=2)
+    out = str(tmp_path / "g")
+    run_extend([p, "--method", "yarn", "--factor", "4", "--layers", "global", "--out_dir", out])
+    m = train.model_from_checkpoint(train.load_checkpoint(os.path.join(out, "ckpt.pt")))
+    assert [(l.window, l.scaled) for l in m.plan] == [(8, False), (0, True)]
+    plain = GPT(dataclasses.replace(m.config, rope_scaling="none", rope_factor=1.0))
+    pe, pe0 = m.positions(128, "cpu"), plain.positions(128, "cpu")
+    assert all(torch.equal(a, b) for a, b in zip(pe[("rope", False)], pe0[("rope", True)]))  # windowed: unchanged
+    assert not torch.equal(pe[("rope", True)][0], pe0[("rope", True)][0])  # global: YaRN
+
+
+# ---------------------------------------------------------------- bad input
+
+BAD = [
+    ("missing", ["{tmp}/no_such_run", "--factor", "2"], "no run folder"),
+    ("empty", ["{tmp}", "--factor", "2"], "not a run folder"),
+    ("corrupt", ["{corrupt}", "--factor", "2"], "corrupt or unreadable checkpoint"),
+    ("factor1", ["{rope}", "--method", "yarn", "--factor", "1"], "--factor 1 must be > 1"),
+    ("factor<1", ["{rope}", "--method", "pi", "--factor", "0.5"], "--factor 0.5 must be > 1"),
+    ("method", ["{rope}", "--method", "rope2", "--factor", "2"], "unknown --method 'rope2'"),
+    ("nope", ["{nope}", "--method", "yarn", "--factor", "2"], "no layer of this model uses RoPE"),
+    ("learned", ["{learned}", "--method", "none", "--factor", "2", "--iters", "5"], "pos=learned"),
+    ("ckpt", ["{rope}", "--factor", "2", "--ckpt", "0.3"], "no checkpoint ckpt_0.3.pt"),
+    ("ckptname", ["{rope}", "--factor", "2", "--ckpt", "best"], "--ckpt 'best'"),
+    ("abf", ["{rope}", "--method", "abf", "--factor", "2"], "needs --theta"),
+    ("global", ["{rope}", "--method", "none", "--factor", "2", "--layers", "global"], "--layers global"),
+    ("lengths", ["{rope}", "--factor", "2", "--eval_lengths", "64,x"], "--eval_lengths"),
+    ("stages", ["{rope}", "--factor", "2", "--stages", "2", "--iters", "4"], "--stages 2"),
+    ("flag", ["{rope}", "--factor", "2", "--no_such_flag"], "unrecognized arguments"),
+]
+
+
+def bad_args(parent, tmp_path, args):
+    (tmp_path / "corrupt").mkdir(exist_ok=True)
+    (tmp_path / "corrupt" / "ckpt.pt").write_bytes(b"junk")
+    (tmp_path / "corrupt" / "result.json").write_text("{}")
+    names = dict(tmp=str(tmp_path), corrupt=str(tmp_path / "corrupt"))
+    for k in ("rope", "nope", "learned"):
+        if "{" + k + "}" in args[0]:
+            names[k] = parent(k, **({} if k == "rope" else dict(pos=k)))
+    return [a.format(**names) for a in args] + ["--out_dir", str(tmp_path / "out"), "--quiet"]
+
+
+@pytest.mark.parametrize("case,args,msg", BAD, ids=[b[0] for b in BAD])
+def test_bad_input_one_line_error(parent, tmp_path, capsys, case, args, msg):
+    with pytest.raises(SystemExit) as e:
+        extend.main(bad_args(parent, tmp_path, args))
+    err = capsys.readouterr().err.strip()
+    assert e.value.code != 0 and msg in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("case,args,msg", [BAD[0], BAD[6]], ids=["missing", "nope"])
+def test_bad_input_cli(parent, tmp_path, case, args, msg):
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "extend.py"), *bad_args(parent, tmp_path, args)],
+                       capture_output=True, text=True, timeout=120)
+    err = p.stderr.strip()
+    assert p.returncode != 0 and msg in err and "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_finished_output_is_not_overwritten(parent, tmp_path, capsys):
+    out = str(tmp_path / "o")
+    run_extend([parent("rope"), "--factor", "2", "--out_dir", out])
+    before = open(os.path.join(out, "result.json")).read()
+    with pytest.raises(SystemExit):
+        extend.main([parent("rope"), "--factor", "2", "--out_dir", out, "--method", "pi"])
+    assert "already holds a finished run" in capsys.readouterr().err
+    assert open(os.path.join(out, "result.json")).read() == before
+    run_extend([parent("rope"), "--factor", "2", "--out_dir", out, "--method", "pi", "--overwrite"])
+    assert json.load(open(os.path.join(out, "result.json")))["lineage"]["method"] == "pi"
