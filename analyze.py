@@ -26,7 +26,12 @@ from scipy import stats
 # config keys that split runs into separate studies (probes: AdamW, cosine, longer training, late QAT,
 # clip rule) so that the QAT tables never average across them. A key splits only where it varies
 # within one size: iters or tokens scaled with model size are part of the grid, not a probe.
+# These come first in a variant's name; every other config key (and model flag, as model.<flag>)
+# that varies within one size splits too, except the grid's own axes and bookkeeping below.
 VARIANT_KEYS = ("optimizer", "schedule", "iters", "tokens", "block_size", "clip", "qat_start")
+AXIS_KEYS = ("bits", "lr", "warmdown", "seed", "size", "n_layer", "n_embd", "n_head")  # size label: size_label
+BOOKKEEPING_KEYS = ("out_dir", "quiet", "resume", "overwrite", "device", "compile", "cache_dir", "eval_interval",
+                    "eval_tokens", "save_at", "ckpt_every", "model")
 
 # -----------------------------------------------------------------------------
 # statistics: pure functions
@@ -183,6 +188,7 @@ def load_runs(folders):
                     run[k] = {}
             if not isinstance(run.get("run_name"), str):
                 run["run_name"] = os.path.basename(os.path.abspath(root))
+            run["_dir"] = root  # lets an extension find its parent run (lineage.parent)
             if os.path.exists(os.path.join(root, "eval.json")):
                 ev = _read_json(os.path.join(root, "eval.json"))
                 if ev is None:
@@ -208,23 +214,60 @@ def parse_size(s):
         return math.inf
 
 
+def size_label(config):
+    """config.size, plus the dimensions overridden on the command line (--n_layer 2 -> '0.5M[n_layer=2]'),
+    so that differently shaped models under one preset name are never averaged together."""
+    over = [f"{k}={config[k]}" for k in ("n_layer", "n_embd", "n_head") if num(config.get(k))]
+    return config["size"] + (f"[{','.join(over)}]" if over else "")
+
+
+def variant_fields(config):
+    """{key: value as text} of the config keys that may split runs into variants (model flags as model.<flag>)."""
+    out = {k: str(v) for k, v in config.items() if k not in AXIS_KEYS and k not in BOOKKEEPING_KEYS}
+    model = config.get("model")
+    if isinstance(model, dict):
+        out.update({f"model.{k}": str(v) for k, v in model.items()})
+    return out
+
+
+def run_kind(run):
+    """'algo' (train.py --algo: an answer loss, not a text loss), 'extension' (extend.py: has a lineage)
+    or 'lm' (a text language-model training run: the QAT grid)."""
+    if run["config"].get("algo"):
+        return "algo"
+    if run.get("lineage") is not None:
+        return "extension"
+    return "lm"
+
+
 def records(runs):
     """One record per run of the QAT grid: variant, bits, size, lr, warmdown, seed, loss (the deployed
-    metrics.val_loss), N (params.non_embedding) and grid_distance. Returns (records, n_skipped)."""
-    grid = []
+    metrics.val_loss), N (params.non_embedding) and grid_distance. Algorithmic-task runs and context
+    extensions are not part of it. Returns (records, {"missing": runs lacking a grid field,
+    "algo": algorithmic runs, "extension": extended runs})."""
+    grid, skipped = [], {"missing": 0, "algo": 0, "extension": 0}
     for r in runs:
+        kind = run_kind(r)
+        if kind != "lm":
+            skipped[kind] += 1
+            continue
         c = r["config"]
         vals = [num(c.get(k)) for k in ("bits", "lr", "warmdown", "seed")] + [num(r["metrics"].get("val_loss"))]
         if None not in vals and isinstance(c.get("size"), str):
             grid.append((r, vals))
+        else:
+            skipped["missing"] += 1
     by_size = defaultdict(list)
     for r, _ in grid:
-        by_size[r["config"]["size"]].append(r["config"])
-    varying = [k for k in VARIANT_KEYS if any(len({str(c.get(k)) for c in cs}) > 1 for cs in by_size.values())]
+        by_size[size_label(r["config"])].append(variant_fields(r["config"]))
+    keys = sorted({k for fs in by_size.values() for f in fs for k in f},
+                  key=lambda k: (VARIANT_KEYS.index(k) if k in VARIANT_KEYS else len(VARIANT_KEYS), k))
+    varying = [k for k in keys if any(len({f.get(k) for f in fs}) > 1 for fs in by_size.values())]
     recs, seen, dups = [], set(), []
     for r, (bits, lr, wd, seed, loss) in grid:
-        variant = ",".join(f"{k}={r['config'].get(k)}" for k in varying)
-        key = (variant, int(bits), r["config"]["size"], lr, round(wd, 6), int(seed))
+        fields = variant_fields(r["config"])
+        variant = ",".join(f"{k}={fields.get(k)}" for k in varying)
+        key = (variant, int(bits), size_label(r["config"]), lr, round(wd, 6), int(seed))
         if key in seen:
             dups.append(r["run_name"])
             continue
@@ -235,7 +278,7 @@ def records(runs):
     if dups:
         warn(f"{len(dups)} runs repeat a (bits, size, lr, warmdown, seed) already seen and are ignored, "
              f"e.g. {dups[0]}")
-    return recs, len(runs) - len(grid)
+    return recs, skipped
 
 
 def size_order(recs):
@@ -357,35 +400,112 @@ def pretrain_block(run):
     return None
 
 
+def parent_run(run, runs):
+    """The run an extension came from (lineage.parent: its folder), or None."""
+    lin = run.get("lineage")
+    parent = lin.get("parent") if isinstance(lin, dict) else None
+    if not isinstance(parent, str) or not parent:
+        return None
+    real = os.path.realpath(parent)
+    for r in runs:  # the same folder, else the same folder name (analysed from another working directory)
+        if r is not run and os.path.realpath(r.get("_dir", "")) == real:
+            return r
+    named = [r for r in runs if r is not run and os.path.basename(os.path.normpath(r.get("_dir", ""))) ==
+             os.path.basename(os.path.normpath(parent))]
+    return named[0] if len(named) == 1 else None
+
+
 def longctx_report(runs):
-    """Runs with an eval.json score: feature count per run and R^2 (in-sample, LOO) of predictors of
-    the score: the count, a linear model on the four 0/1 axes, short-context losses, sink rate."""
-    lc = [r for r in runs if num((r.get("eval") or {}).get("score")) is not None]
+    """Text runs with an eval.json score: feature count per run and R^2 (in-sample, LOO) of predictors of
+    the score: the count, a linear model on the four 0/1 axes, short-context losses, sink rate. When some
+    scored runs are context extensions (lineage), the score is the post-extension one (as in the
+    long-context seed): only the extensions are rows, and the parent's own score is one more predictor."""
+    lc = [r for r in runs if run_kind(r) != "algo" and num((r.get("eval") or {}).get("score")) is not None]
     if not lc:
         return None
+    ext = [r for r in lc if run_kind(r) == "extension"]
+    if ext:
+        lc = ext
     blocks = [pretrain_block(r) for r in lc]
     contexts = sorted({b for b in blocks if b is not None})
     short = contexts[0] if len(contexts) >= 2 else None  # one context only: no "shorter" point
     rows = []
     for r, block in zip(lc, blocks):
         ax = feature_axes(r["model_config"], block, short)
+        parent = parent_run(r, runs) if ext else None
+        pm = (parent or {}).get("metrics") or {}
         rows.append({"run": r["run_name"], **ax, "count": sum(ax.values()), "score": num(r["eval"]["score"]),
                      "sink_rate": num(r["eval"].get("sink_rate")),
-                     "train_loss": num(r["metrics"].get("train_loss")),
-                     "val_loss": num(r["metrics"].get("val_loss"))})
+                     "train_loss": num(r["metrics"].get("train_loss")) if not ext else num(pm.get("train_loss")),
+                     "val_loss": num(r["metrics"].get("val_loss")) if not ext else num(pm.get("val_loss")),
+                     "pre_score": num(((parent or {}).get("eval") or {}).get("score"))})
     y = np.array([w["score"] for w in rows], dtype=float)
     col = lambda k: np.array([np.nan if w[k] is None else w[k] for w in rows], dtype=float)
     axes = np.column_stack([col(k) for k in ("qk_norm", "gqa", "swa", "short_ctx")])
     preds = [("feature count", col("count")), ("four axes (linear)", axes),
              ("train_loss", col("train_loss")), ("val_loss", col("val_loss")),
              ("sink_rate", col("sink_rate"))]
+    if ext:
+        preds.append(("pre-extension score", col("pre_score")))
     out = []
     for name, X in preds:
         ok = np.all(np.isfinite(X.reshape(len(y), -1)), axis=1)
         out.append({"predictor": name, "n": int(ok.sum()),
                     "r2": r2_in_sample(X[ok], y[ok]) if ok.any() else None,
                     "loo_r2": loo_r2(X[ok], y[ok]) if ok.any() else None})
-    return {"contexts": contexts, "short_block": short, "runs": rows, "predictors": out}
+    return {"contexts": contexts, "short_block": short, "extensions": bool(ext), "runs": rows, "predictors": out}
+
+
+def lengen_report(runs):
+    """Algorithmic-task runs (train.py --algo): per (task, variant) the in-distribution exact match
+    (metrics.val_acc) and, from eval.json, the exact match per input-length bin and the score (mean
+    exact match past the training length), mean over seeds. The variant is every model flag that
+    varies between the runs of one task (e.g. model.pos)."""
+    algo = [r for r in runs if run_kind(r) == "algo"]
+    if not algo:
+        return None
+    by_task = defaultdict(list)
+    for r in algo:
+        by_task[str(r["config"]["algo"])].append(r)
+    groups = []
+    for task in sorted(by_task):
+        rs = by_task[task]
+        fields = [{k: v for k, v in variant_fields(r["config"]).items() if k.startswith("model.") or
+                   k in ("algo_len", "algo_offset", "block_size", "iters")} for r in rs]
+        varying = sorted({k for f in fields for k in f if len({g.get(k) for g in fields}) > 1})
+        cells = defaultdict(list)
+        for r, f in zip(rs, fields):
+            cells[",".join(f"{k}={f.get(k)}" for k in varying)].append(r)
+        for variant in sorted(cells):
+            cs = cells[variant]
+            bins = defaultdict(list)
+            for r in cs:
+                by_len = dget(r, "eval", "tasks", task, "by_length")
+                for b, v in (by_len.items() if isinstance(by_len, dict) else ()):
+                    if isinstance(v, dict) and num(v.get("exact")) is not None:
+                        bins[b].append(num(v["exact"]))
+            mean = lambda xs: float(np.mean(xs)) if xs else None
+            groups.append({"task": task, "variant": variant, "n": len(cs),
+                           "val_acc": mean([x for x in (num(r["metrics"].get("val_acc")) for r in cs) if x is not None]),
+                           "score": mean([x for x in (num(dget(r, "eval", "score")) for r in cs) if x is not None]),
+                           "by_length": {b: mean(v) for b, v in sorted(bins.items(), key=lambda t: parse_int(t[0]))}})
+    return {"groups": groups}
+
+
+def dget(d, *keys):
+    """d[k1][k2]... or None when a level is missing or not a dict (eval.json is another program's output)."""
+    for k in keys:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(k)
+    return d
+
+
+def parse_int(s):
+    try:
+        return int(s)
+    except (TypeError, ValueError):
+        return math.inf
 
 # -----------------------------------------------------------------------------
 # markdown
@@ -465,13 +585,29 @@ def grid_md(g):
 
 
 def longctx_md(lc):
+    what = "post-extension score of the context extensions (lineage); losses and pre-extension score of their " \
+           "parent runs" if lc.get("extensions") else "score of each run"
     L = ["## 4. Long-context score vs inhibiting features (arXiv 2608.10296)", "",
-         f"Contexts {lc['contexts']}; short context = {lc['short_block'] or 'n/a (need two contexts)'}.", ""]
-    L += table(["run", "qk_norm", "gqa", "swa", "short_ctx", "count", "score", "sink_rate", "train_loss"],
+         f"Contexts {lc['contexts']}; short context = {lc['short_block'] or 'n/a (need two contexts)'}; {what}.", ""]
+    pre = lc.get("extensions")
+    L += table(["run", "qk_norm", "gqa", "swa", "short_ctx", "count", "score", "sink_rate", "train_loss"]
+               + (["pre-ext score"] if pre else []),
                [[w["run"], *(str(w[k]) for k in ("qk_norm", "gqa", "swa", "short_ctx", "count")),
-                 f(w["score"]), f(w["sink_rate"]), f(w["train_loss"])] for w in lc["runs"]]) + [""]
+                 f(w["score"]), f(w["sink_rate"]), f(w["train_loss"])] + ([f(w["pre_score"])] if pre else [])
+                for w in lc["runs"]]) + [""]
     L += table(["predictor of score", "n", "R^2", "LOO R^2"],
                [[p["predictor"], str(p["n"]), f(p["r2"], ".3f"), f(p["loo_r2"], ".3f")] for p in lc["predictors"]])
+    return L + [""]
+
+
+def lengen_md(lg):
+    L = ["## 5. Length generalisation on algorithmic tasks", "",
+         "Exact match, mean over seeds: val_acc in distribution (train.py), then per input-length bin up to the"
+         " given length and the score past the training length (evaluate.py).", ""]
+    bins = sorted({b for g in lg["groups"] for b in g["by_length"]}, key=parse_int)
+    L += table(["task", "variant", "runs", "val_acc"] + [f"≤{b}" for b in bins] + ["score"],
+               [[g["task"], g["variant"] or "-", str(g["n"]), f(g["val_acc"], ".3f")]
+                + [f(g["by_length"].get(b), ".3f") for b in bins] + [f(g["score"], ".3f")] for g in lg["groups"]])
     return L + [""]
 
 # -----------------------------------------------------------------------------
@@ -562,10 +698,13 @@ def main(argv=None):
     recs, skipped = records(runs)
     order = size_order(recs)
     fit_sizes = [s.strip() for s in args.fit_sizes.split(",") if s.strip()] if args.fit_sizes else None
+    other = [f"{n} {what}" for n, what in ((skipped["algo"], "algorithmic-task runs (config.algo)"),
+                                           (skipped["extension"], "context extensions (lineage)")) if n]
     lines = [f"# Analysis of {len(runs)} runs", "", f"Folders: {', '.join(args.folders)}. "
-             f"{skipped} runs lack one of config.bits/size/lr/warmdown/seed or metrics.val_loss and are not "
-             f"in the QAT tables.", ""]
-    rep = {"n_runs": len(runs), "n_skipped_qat": skipped}
+             f"{skipped['missing']} runs lack one of config.bits/size/lr/warmdown/seed or metrics.val_loss and are "
+             f"not in the QAT tables" + (f"; neither are {' and '.join(other)}." if other else "."), ""]
+    rep = {"n_runs": len(runs), "n_skipped_qat": skipped["missing"], "n_algo": skipped["algo"],
+           "n_extension": skipped["extension"]}
     unknown = set(fit_sizes or []) - set(order)
     if unknown:
         warn(f"--fit_sizes names sizes not in the runs: {', '.join(sorted(unknown))}")
@@ -573,7 +712,8 @@ def main(argv=None):
                 ("penalty", lambda: penalty_report(recs, order, fit_sizes, args.level),
                  lambda r: r["groups"], penalty_md),
                 ("grid_distance", lambda: grid_report(recs), lambda r: r["rows"], grid_md),
-                ("longctx", lambda: longctx_report(runs), lambda r: r, longctx_md)]
+                ("longctx", lambda: longctx_report(runs), lambda r: r, longctx_md),
+                ("lengen", lambda: lengen_report(runs), lambda r: r["groups"], lengen_md)]
     for name, compute, has_data, render in sections:
         try:  # one broken section must not take the others down
             r = compute()

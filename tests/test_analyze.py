@@ -274,3 +274,86 @@ def test_probe_runs_are_separate_cells(tmp_path):
     md = (tmp_path / "analysis.md").read_text()
     assert "**[optimizer=adamw] bits=16 size=1M lr=1**: best warmdown 0.1" in md
     assert "**[optimizer=muon] bits=16 size=1M lr=1**: best warmdown 0.33" in md
+
+
+# -----------------------------------------------------------------------------
+# real records, mixed folders
+
+def test_real_train_records(tmp_path):
+    """result.json exactly as train.py writes it (plus quant.py's grid_distance): every section reads it."""
+    from conftest import tiny_config
+    import train
+    for bits in (16, 6):
+        for seed in (0, 1):
+            cfg = tiny_config(tmp_path, bits=bits, seed=seed, iters=8, eval_interval=8, ckpt_every=8,
+                              out_dir=str(tmp_path / "runs" / f"b{bits}_s{seed}"))
+            train.train(cfg)
+    out = tmp_path / "runs"
+    assert analyze.main([str(out), "--no_plots"]) == 0
+    rep = json.loads((out / "analysis.json").read_text())
+    assert rep["n_runs"] == 4 and rep["n_skipped_qat"] == 0
+    assert [(c["bits"], c["size"], c["variant"]) for c in rep["qat"]["cells"]] == [(16, "0.1M", ""), (6, "0.1M", "")]
+    assert all(r["n"] == 2 for c in rep["qat"]["cells"] for r in c["rows"])
+    pen = rep["penalty"]["groups"][0]["rows"][0]
+    assert pen["n"] == 2 and pen["N"] > 0  # params.non_embedding read as N
+
+
+def test_size_overrides_and_model_flags_split(tmp_path):
+    base = {"bits": 16, "lr": 1.0, "size": "1M", "schedule": "wsd", "optimizer": "muon", "n_layer": 0, "model": {}}
+    for seed in range(2):
+        for wd in (0.1, 0.33):
+            write_run(tmp_path, f"a_{wd}_{seed}", {**base, "warmdown": wd, "seed": seed}, {"val_loss": 3.0 + wd})
+            write_run(tmp_path, f"b_{wd}_{seed}", {**base, "warmdown": wd, "seed": seed, "n_layer": 2},
+                      {"val_loss": 3.5 - wd})
+            write_run(tmp_path, f"c_{wd}_{seed}", {**base, "warmdown": wd, "seed": seed, "model": {"mlp_ratio": 2.0}},
+                      {"val_loss": 4.0 - wd})
+    assert analyze.main([str(tmp_path), "--no_plots"]) == 0
+    cells = json.loads((tmp_path / "analysis.json").read_text())["qat"]["cells"]
+    best = {(c["variant"], c["size"]): c["best_warmdown"] for c in cells}
+    assert best == {("model.mlp_ratio=None", "1M"): 0.1, ("model.mlp_ratio=2.0", "1M"): 0.33,
+                    ("model.mlp_ratio=None", "1M[n_layer=2]"): 0.33}
+
+
+def test_mixed_folder_extensions_and_algo_runs(tmp_path, capsys):
+    make_grid(tmp_path / "qat")
+    lc = tmp_path / "longctx"
+    for i, (qk, kv, block) in enumerate([("none", 4, 256), ("head", 4, 256), ("head", 2, 128), ("none", 2, 128),
+                                         ("layer", 4, 128)]):
+        count = (qk != "none") + (kv < 4) + (block == 128)
+        cfg = {"bits": 16, "lr": 1.0, "warmdown": 0.33, "seed": 0, "size": "1M", "block_size": block}
+        mc = {"n_head": 4, "n_kv_head": kv, "qk_norm": qk, "window": 0, "block_size": block}
+        write_run(lc, f"base{i}", cfg, {"val_loss": 3.0, "train_loss": 3.0 + 0.01 * i}, model_config=mc,
+                  eval_={"score": 0.9})
+        write_run(lc, f"base{i}-yarn1024", {**cfg, "block_size": 1024}, {"val_loss": 3.1},
+                  model_config={**mc, "rope_original_len": block, "block_size": 1024},
+                  extra={"lineage": {"parent": str(lc / f"base{i}"), "method": "yarn"}},
+                  eval_={"score": 0.8 - 0.2 * count + 0.01 * i, "sink_rate": 0.1})
+    for task in ("copy", "sort"):
+        for pos in ("rope", "nope"):
+            for seed in range(2):
+                write_run(tmp_path / "lengen", f"{task}_{pos}_{seed}",
+                          {"algo": task, "algo_len": "1,16", "bits": 16, "lr": 1.0, "warmdown": 0.33, "seed": seed,
+                           "size": "0.1M", "model": {"pos": pos}}, {"val_loss": 0.1, "val_acc": 0.9},
+                          eval_={"score": 0.5 if pos == "nope" else 0.0,
+                                 "tasks": {task: {"by_length": {"16": {"exact": 0.9}, "32": {"exact": 0.5},
+                                                                "48": {"exact": 0.1}}}}})
+    assert analyze.main([str(tmp_path), "--no_plots"]) == 0
+    assert "Traceback" not in capsys.readouterr().err
+    rep = json.loads((tmp_path / "analysis.json").read_text())
+    assert rep["n_algo"] == 8 and rep["n_extension"] == 5
+    # the QAT tables hold the grid and the 5 long-context base runs (a separate variant: block_size varies)
+    variants = {c["variant"] for c in rep["qat"]["cells"]}
+    assert len(variants) >= 2
+    lcr = rep["longctx"]
+    assert lcr["extensions"] and [w["run"] for w in lcr["runs"]] == [f"base{i}-yarn1024" for i in range(5)]
+    assert lcr["short_block"] == 128 and [w["count"] for w in lcr["runs"]] == [0, 1, 3, 2, 2]
+    assert [w["train_loss"] for w in lcr["runs"]] == pytest.approx([3.0, 3.01, 3.02, 3.03, 3.04])  # the parents'
+    pred = {p["predictor"]: p for p in lcr["predictors"]}
+    assert pred["feature count"]["r2"] > 0.99 and pred["pre-extension score"]["n"] == 5
+    g = {(x["task"], x["variant"]): x for x in rep["lengen"]["groups"]}
+    assert set(g) == {("copy", "model.pos=nope"), ("copy", "model.pos=rope"), ("sort", "model.pos=nope"),
+                      ("sort", "model.pos=rope")}
+    assert g[("copy", "model.pos=nope")]["score"] == 0.5 and g[("copy", "model.pos=nope")]["by_length"]["32"] == 0.5
+    md = (tmp_path / "analysis.md").read_text()
+    assert "8 algorithmic-task runs (config.algo) and 5 context extensions (lineage)" in md
+    assert "## 5. Length generalisation" in md and "pre-ext score" in md
