@@ -422,7 +422,12 @@ def rank_answer(model_logprob_fn, prompt_ids, answer_ids, distractor_ids, tol=1e
     So a uniform model scores exactly 1/(k+1); a strictly best true answer scores 1.0."""
     def total(ans):
         return score_answer(model_logprob_fn(prompt_ids + ans), len(prompt_ids), ans)["logprob"]
-    scores = [total(a) for a in [answer_ids] + list(distractor_ids)]
+    return rank_credit([total(a) for a in [answer_ids] + list(distractor_ids)], tol)
+
+
+def rank_credit(scores, tol=1e-6):
+    """Rank credit of scores[0] (the true answer) among all scores, with rank_answer's tie rule.
+    Separate so callers that batch the candidates' forward passes (evaluate.py) share the rule."""
     best = max(scores)
     if scores[0] < best - tol:
         return 0.0

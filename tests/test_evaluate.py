@@ -1,0 +1,306 @@
+"""Tests for evaluate.py: scoring, probes, LongPPL, ppl bookkeeping, CLI. Fast (a few seconds each)."""
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+
+from conftest import ROOT, tiny_config
+import evaluate as E
+import tasks
+import train
+from model import GPT, GPTConfig, attend
+
+torch.set_num_threads(1)
+
+
+def random_gpt(**kw):
+    """A GPT with random (not zero-initialised) weights, so attention and context matter."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(**kw)).eval()
+    for p in model.parameters():
+        torch.nn.init.normal_(p, std=0.3)
+    return model
+
+
+@pytest.fixture(scope="module")
+def enc():
+    return train.get_tokenizer("cl100k_base", 4096)
+
+
+class Oracle(nn.Module):
+    """Fake model that knows the samples: at every position its logits put all mass on the true next
+    token of the sample whose prompt the row starts with, whatever candidate answer follows."""
+
+    def __init__(self, samples, vocab):
+        super().__init__()
+        self.seqs = [(s["prompt_ids"], s["prompt_ids"] + s["answer_ids"]) for s in samples]
+        self.vocab = vocab
+
+    def forward(self, idx, targets=None):
+        B, T = idx.shape
+        logits = torch.full((B, T, self.vocab), -1e4)
+        for b in range(B):
+            row = idx[b].tolist()
+            seq = next(full for prompt, full in self.seqs if row[:len(prompt)] == prompt)
+            logits[b, torch.arange(len(seq) - 1), torch.tensor(seq[1:])] = 0.0
+        return logits, None
+
+
+class Uniform(nn.Module):
+    def __init__(self, vocab):
+        super().__init__()
+        self.vocab = vocab
+
+    def forward(self, idx, targets=None):
+        return torch.zeros(*idx.shape, self.vocab), None
+
+
+@pytest.mark.parametrize("task", ["passkey", "niah_multikey", "json_kv"])
+def test_oracle_scores_100_and_uniform_scores_chance(enc, task):
+    ec = E.EvalConfig(depths=3, samples=2, seed=7, batch_tokens=2048)
+    L = 256
+    samples = E.task_samples(task, enc, L, tasks.depth_grid(3), 2, 7, None)
+    oracle = E.eval_task(Oracle(samples, enc.n_vocab), enc, task, [L], ec, None)
+    assert oracle["by_length"]["256"]["exact"] == 1.0 and oracle["by_length"]["256"]["rank"] == 1.0
+    assert oracle["by_length"]["256"]["n"] == 6 and set(oracle["by_depth"]["256"]) == {"0", "0.5", "1"}
+    assert oracle["by_length"]["256"]["logprob"] == pytest.approx(0.0, abs=1e-3)
+    uni = E.eval_task(Uniform(enc.n_vocab), enc, task, [L], ec, None)["by_length"]["256"]
+    assert uni["exact"] == 0.0  # argmax of a uniform row is token 0, never an answer token
+    assert uni["rank"] == pytest.approx(1 / (1 + tasks.N_DISTRACTORS))  # ties split: chance level
+    n_ans = np.mean([len(s["answer_ids"]) for s in samples])
+    assert uni["logprob"] == pytest.approx(-n_ans * math.log(enc.n_vocab), rel=1e-5)
+
+
+def test_batched_scoring_equals_tasks_score_sample(enc):
+    """The batched, row-sliced path gives what tasks.score_sample gives with full forward passes."""
+    model = random_gpt(vocab_size=enc.n_vocab, block_size=64, n_layer=2, n_embd=32, n_head=2, n_kv_head=2)
+    samples = E.task_samples("niah_single", enc, 128, [0.0, 1.0], 2, 0, None)
+    got = E.score_samples(model, samples, batch_tokens=600)
+
+    @torch.no_grad()
+    def lp(ids):
+        return torch.log_softmax(model(torch.tensor([ids]))[0][0], -1)
+    for s, g in zip(samples, got):
+        want = tasks.score_sample(lp, s)
+        assert g["exact"] == want["exact"] and g["rank"] == want["rank"]
+        assert g["logprob"] == pytest.approx(want["logprob"], abs=1e-4)
+
+
+def test_sink_rate_of_hand_made_maps():
+    T = 4
+    first = torch.zeros(T, T)
+    first[:, 0] = 1.0                      # every query on token 0: importance 1
+    ident = torch.eye(T)                   # each query on itself: importance of token 0 = 1/4
+    uniform = torch.tril(torch.ones(T, T))
+    uniform /= uniform.sum(-1, keepdim=True)  # importance of token 0 = (1 + 1/2 + 1/3 + 1/4) / 4
+    assert E.sink_importance(uniform)[0].item() == pytest.approx((1 + 1 / 2 + 1 / 3 + 1 / 4) / 4)
+    # key 2: queries 2, 3 give 1/3 and 1/4 -> mean 7/24
+    assert E.sink_importance(uniform)[2].item() == pytest.approx((1 / 3 + 1 / 4) / 2)
+    assert E.sink_rate(torch.stack([first, ident])) == 0.5
+    assert E.sink_rate(torch.stack([torch.stack([first, ident]), torch.stack([uniform, ident])])) == 0.5
+    assert E.sink_rate(torch.stack([first, ident, uniform])) == pytest.approx(2 / 3)
+    assert E.sink_rate(torch.stack([first, ident]), eps=1.0) == 0.0  # strictly greater than eps
+
+
+def test_entropy_of_uniform_attention_is_log_t_plus_1():
+    T = 50
+    A = torch.tril(torch.ones(T, T))
+    A /= A.sum(-1, keepdim=True)
+    assert torch.allclose(E.attention_entropy(A), torch.log(torch.arange(1, T + 1).float()), atol=1e-5)
+    assert torch.allclose(E.attention_entropy(torch.eye(T)), torch.zeros(T))  # one-hot: 0
+
+
+def test_longppl_picks_exactly_the_tokens_passing_both_thresholds():
+    short = np.array([5.0, 5.0, 3.0, 2.5, 6.0, 1.0, np.nan])
+    full = np.array([1.0, 2.5, 0.5, 0.4, 1.99, 0.5, 0.1])
+    # drop:          4     2.5   2.5  2.1  4.01  0.5  nan
+    key = E.key_tokens(short, full, alpha=2.0, beta=2.0)
+    assert key.tolist() == [True, False, True, True, True, False, False]
+    assert E.long_ppl(full, key) == pytest.approx(math.exp(np.mean([1.0, 0.5, 0.4, 1.99])))
+    assert E.key_tokens([3.0], [1.0], alpha=2.0).tolist() == [False]  # a drop of exactly alpha is not enough
+    assert math.isnan(E.long_ppl(full, np.zeros(7, bool)))
+
+
+def test_position_buckets_sum_correctly():
+    assert E.bucket_edges(256) == [0, 1, 2, 4, 8, 16, 32, 64, 128, 256]
+    assert E.bucket_edges(100, "4") == [0, 25, 50, 75, 100]
+    rng = np.random.default_rng(0)
+    L = 100
+    pos = np.tile(np.arange(L), 7)
+    vals = rng.random(len(pos))
+    for edges in (E.bucket_edges(L), E.bucket_edges(L, "3")):
+        s, c = E.bucket_sums(vals, pos, edges)
+        assert c.sum() == len(vals) and s.sum() == pytest.approx(vals.sum())
+        for lo, hi, si, ci in zip(edges, edges[1:], s, c):
+            m = (pos >= lo) & (pos < hi)
+            assert ci == m.sum() and si == pytest.approx(vals[m].sum())
+
+
+def test_ppl_by_position_matches_by_length_and_sliding_windows_cover_each_token_once():
+    model = random_gpt(vocab_size=64, block_size=16, n_layer=1, n_embd=16, n_head=2, n_kv_head=2)
+    rng = np.random.default_rng(0)
+    docs = [rng.integers(0, 64, 100), rng.integers(0, 64, 45)]
+    ec = E.EvalConfig(ppl_tokens=10 ** 6, longppl_short=8)
+    out = E.eval_ppl(model, docs, [16, 32], ec)
+    for L in ("16", "32"):  # non-overlapping windows: every position of every window is scored once
+        b = out["by_position"][L]
+        n = sum(x["n"] for x in b)
+        assert n == out["tokens"][L]
+        assert sum(x["loss"] * x["n"] for x in b) / n == pytest.approx(out["by_length"][L], rel=1e-6)
+    assert out["tokens"]["16"] == 16 * (6 + 2) and out["tokens"]["32"] == 32 * (3 + 1)
+    assert set(out["longppl"]["by_length"]) == {"16", "32"}
+    # an external evaluator that is the same model picks the same key tokens
+    loose = E.EvalConfig(ppl_tokens=10 ** 6, longppl_short=8, alpha=0.0, beta=10.0)  # every loss drop counts
+    self_ = E.eval_ppl(model, docs, [16, 32], loose)["longppl"]["by_length"]
+    assert self_["32"]["n_key"] > 0 and self_ == E.eval_ppl(model, docs, [16, 32], loose, evaluator=model)["longppl"]["by_length"]
+    # sliding: windows of 16 every 4 tokens; each target scored once, after >= 12 tokens of context
+    losses = E.doc_losses(model, docs, 16, 4)[0]
+    full = E.doc_losses(model, docs, 16, 16)[0]
+    for doc, l, f in zip(docs, losses, full):
+        starts = E.window_starts(len(doc), 16, 4)
+        assert np.isfinite(l).sum() == 16 + 4 * (len(starts) - 1)
+        assert np.isfinite(l[1:17]).all() and np.allclose(l[1:17], f[1:17])  # first window: all its tokens
+    with pytest.raises(AssertionError):  # the context differs, so the losses do
+        np.testing.assert_allclose(losses[0][20:33], full[0][20:33])
+    assert np.isfinite(E.doc_losses(model, docs, 16, 16, max_tokens=20)[0][0]).sum() == 32
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(window=6), dict(pos="alibi"), dict(pos="alibi", window=6),
+                                dict(n_kv_head=1, qk_norm="head"), dict(pos="hope", logn_scale=True),
+                                dict(pos="expe"), dict(chunk_layers="all", chunk_size=4)])
+def test_probe_attention_reproduces_the_model_attention(kw):
+    """head_attention on Attention.qkv's q, k (whole or in query blocks) times v gives the model's own
+    attention output (chunk layers: their local windowed attention); the probe's block-wise sink
+    importance and entropy equal the pure functions on the full maps."""
+    torch.manual_seed(0)
+    cfg = GPTConfig(vocab_size=64, block_size=8, n_layer=1, n_embd=32, n_head=4, **{"n_kv_head": 4, **kw})
+    model = random_gpt(**cfg.__dict__)
+    attn, T = model.blocks[0].attn, 24
+    idx = torch.randint(0, 64, (1, T))
+    slope = lambda h: attn.slopes[h].item() if cfg.pos == "alibi" else None
+    with torch.no_grad():
+        x = model.blocks[0].ln_1(model.wte(idx))  # the attention input of layer 0 (pre-norm)
+        q, k, v = attn.qkv(x, model.positions(T, "cpu"))[:3]
+        want = attend(q, k, v, attn.layer.window, getattr(attn, "slopes", None))[0]
+        g = 4 // k.shape[1]
+        maps = torch.stack([E.head_attention(q[0, h], k[0, h // g], 0, attn.layer.window, slope(h)) for h in range(4)])
+        for h in range(4):
+            assert torch.allclose(maps[h] @ v[0, h // g], want[h], atol=1e-5)
+            for s in range(0, T, 5):
+                blk = E.head_attention(q[0, h, s:s + 5], k[0, h // g], s, attn.layer.window, slope(h))
+                assert torch.allclose(blk, maps[h, s:s + 5, :s + blk.shape[0]], atol=1e-6)
+        probe = E.attention_probe(model, idx, q_block=5)
+    assert torch.allclose(probe["sink"][0], E.sink_importance(maps)[:, 0], atol=1e-5)
+    assert torch.allclose(probe["entropy"][0], E.attention_entropy(maps).mean(-1), atol=1e-4)
+
+
+def test_retrieval_score_hand_made():
+    ids = torch.tensor([9, 9, 5, 6, 9, 9, 5, 6])
+    span = (1, 4)           # the needle holds tokens 5, 6 at positions 2, 3
+    targets = torch.tensor([5, 6])
+    top1 = torch.tensor([[2, 3],    # head 0: both answer tokens copied from the needle -> 1
+                         [6, 3],    # head 1: first from outside the needle -> 1/2
+                         [3, 2]])   # head 2: wrong tokens inside the needle -> 0
+    copied = torch.tensor([True, True])
+    assert E.retrieval_score(top1, copied, targets, ids, span).tolist() == [1.0, 0.5, 0.0]
+    assert E.retrieval_score(top1, torch.tensor([True, False]), targets, ids, span).tolist() == [0.5, 0.0, 0.0]
+
+
+def test_algo_bins():
+    assert E.algo_bins(1, [16, 32, 48]) == [(1, 16), (17, 32), (33, 48)]
+
+
+def run_cli(*args):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, os.path.join(ROOT, "evaluate.py"), *args], capture_output=True,
+                          text=True, timeout=300, env=env)
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    """One tiny trained run (0.1M, block 32) shared by the CLI tests."""
+    cfg = tiny_config(tmp_path_factory.mktemp("ev"))
+    train.train(cfg)
+    return cfg.out_dir
+
+
+def test_end_to_end_writes_eval_json(run_dir):
+    p = run_cli(run_dir, "--tasks", "ppl,passkey", "--lengths", "32,64,128", "--samples", "2", "--ppl_tokens", "2048",
+                "--quiet")
+    assert p.returncode == 0, p.stderr
+    ev = json.load(open(os.path.join(run_dir, "eval.json")))
+    for k in ("score", "sink_rate", "tasks", "ppl", "short", "probes", "eval_config", "model_config", "train_length"):
+        assert k in ev
+    assert ev["train_length"] == 32 and ev["lengths"] == [32, 64, 128]
+    assert set(ev["ppl"]["by_length"]) == {"32", "64", "128"} and ev["ppl"]["by_length"]["64"] > 0
+    assert sum(b["n"] for b in ev["ppl"]["by_position"]["64"]) == ev["ppl"]["tokens"]["64"]
+    assert "longppl" in ev["ppl"] and set(ev["ppl"]["longppl"]["by_length"]) == {"32", "64", "128"}
+    pk = ev["tasks"]["passkey"]
+    assert pk["by_length"]["32"] is None and "too short" in pk["skipped"]["32"]  # passkey needs ~128 tokens
+    assert set(pk["by_length"]["128"]) == {"exact", "rank", "logprob", "n"} and pk["by_length"]["128"]["n"] == 6
+    assert set(pk["by_depth"]["128"]) == {"0", "0.5", "1"}
+    assert ev["score"] == pk["by_length"]["128"]["rank"] and ev["score_lengths"] == [64, 128]
+    assert 0 <= ev["sink_rate"] <= 1 and ev["short"]["val_loss"] > 0
+    pb = ev["probes"]["by_length"]["32"]
+    assert len(pb["sink"]) == 2 and len(pb["entropy"][0]) == 2  # 0.1M: 2 layers x 2 heads
+    assert "score" in p.stdout and "ppl loss" in p.stdout
+    # a bad input from the command line: one line on stderr, no traceback, exit 1
+    p = run_cli(run_dir, "--tasks", "ppl,bogus", "--quiet")
+    assert p.returncode == 1 and "unknown task 'bogus'" in p.stderr
+    assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def one_line_error(capsys, *argv):
+    with pytest.raises(SystemExit) as e:
+        E.main(list(argv) + ["--quiet"])
+    err = capsys.readouterr().err
+    assert e.value.code != 0 and len(err.strip().splitlines()) == 1 and err.startswith("error: ")
+    return err
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--tasks", "ppl,copy"], "only for runs trained with --algo"),
+    (["--lengths", "32,x"], "malformed --lengths"),
+    (["--lengths", "10000000"], "outside"),
+    (["--haystack", "hay"], "unknown --haystack"),
+])
+def test_bad_input_one_line_error(run_dir, capsys, args, msg):
+    assert msg in one_line_error(capsys, run_dir, *args)
+
+
+def test_missing_checkpoint_and_learned_positions(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert "no checkpoint" in one_line_error(capsys, str(tmp_path / "empty"))
+    assert "run folder not found" in one_line_error(capsys, str(tmp_path / "nothing"))
+    cfg = tiny_config(tmp_path, iters=2, model={"pos": "learned"})
+    train.train(cfg)
+    err = one_line_error(capsys, cfg.out_dir, "--tasks", "ppl", "--lengths", "32,64")
+    assert "learned" in err and "64" in err
+
+
+def test_algo_run_train_short_test_long(tmp_path, capsys):
+    cfg = train.TrainConfig(algo="copy", algo_len="1,4", block_size=16, size="0.1M", iters=3, batch_size=8,
+                            eval_interval=10, out_dir=str(tmp_path / "copy"), quiet=True)
+    train.train(cfg)
+    E.main([cfg.out_dir, "--quiet", "--algo_samples", "16"])
+    ev = json.load(open(os.path.join(cfg.out_dir, "eval.json")))
+    bins = ev["tasks"]["copy"]["by_length"]
+    assert ev["lengths"] == [4, 8, 12] and [(b["lo"], b["hi"]) for b in bins.values()] == [(1, 4), (5, 8), (9, 12)]
+    assert ev["score"] == pytest.approx((bins["8"]["exact"] + bins["12"]["exact"]) / 2)  # bins past N = 4
+    assert ev["short"]["val_loss"] > 0 and "inputs 1-4" in capsys.readouterr().out
+    assert "can only be copy" in one_line_error(capsys, cfg.out_dir, "--tasks", "passkey")
+
+
+def test_short_val_loss_reused_from_result_json_is_the_evaluated_one(run_dir):
+    model, tc, mcfg = E.load_run(run_dir)
+    corpus = train.load_corpus(tc.data, tc.tokenizer, tc.vocab_size, tc.cache_dir, tc.val_frac)
+    reused = E.short_val_loss(model, corpus, 32, E.EvalConfig(run=run_dir), "cpu")
+    fresh = E.short_val_loss(model, corpus, 32, E.EvalConfig(run=run_dir, ckpt="other.pt"), "cpu")
+    assert (reused["source"], fresh["source"]) == ("result.json", "evaluated")
+    assert reused["val_loss"] == pytest.approx(fresh["val_loss"], abs=1e-6)
