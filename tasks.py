@@ -53,9 +53,13 @@ N_DISTRACTORS = 4  # alternative answers per sample for ranking
 
 
 @functools.lru_cache(maxsize=None)
-def word_pool(enc):
-    """WORDS that encode to exactly one token with a leading space."""
-    return tuple(w for w in WORDS if len(enc.encode_ordinary(" " + w)) == 1)
+def word_pool(enc, need=0):
+    """WORDS that encode to exactly one token with a leading space; ValueError if fewer than
+    `need` (a small vocabulary has few whole-word tokens)."""
+    pool = tuple(w for w in WORDS if len(enc.encode_ordinary(" " + w)) == 1)
+    if len(pool) < need:
+        raise ValueError(f"only {len(pool)} single-token words in this vocabulary; the task needs {need}")
+    return pool
 
 
 @functools.lru_cache(maxsize=None)
@@ -298,7 +302,7 @@ def gen_cwe(enc, length, depth, rng, haystack=None, n_common=5):
                                "than others. Memorize the ones that appear most often.\n")
     question = enc.encode_ordinary("\nQuestion: What are the %d most common words in the above list? "
                                    "Answer: The top %d words that appear most often in the list are:" % (n_common, n_common))
-    pool = list(word_pool(enc))
+    pool = list(word_pool(enc, need=n_common + N_DISTRACTORS + 5))
     rng.shuffle(pool)
     common, rare = pool[:n_common], pool[n_common:]
     n = _budget("cwe", length, head, question, [0] * n_common)  # one token per word
@@ -323,7 +327,7 @@ def gen_fwe(enc, length, depth, rng, haystack=None, alpha=2.0, n_vocab=30):
                                "Find the three most frequently appeared coded words.\n")
     question = enc.encode_ordinary("\nQuestion: What are the three most frequently appeared words in the "
                                    "above coded text? Answer: The three most frequently appeared words are:")
-    pool = list(word_pool(enc))
+    pool = list(word_pool(enc, need=n_vocab))
     rng.shuffle(pool)
     vocab = pool[:n_vocab]
     n = _budget("fwe", length, head, question, [0] * 3)

