@@ -8,7 +8,7 @@
 #
 # Studies: qat, qat-probes, longctx, posenc, lengen (grids: the grid_* functions below).
 # Environment:
-#   SCALE=tiny|paper  tiny (default) fits a 2-core CPU (qat: 54 runs, ~17 min on 2 free cores); paper = the seeds' grids
+#   SCALE=tiny|paper  tiny (default) fits a 2-core CPU (qat: 54 runs, 11 min on 2 idle cores); paper = the seeds' grids
 #   OUT=out/sweeps    output root; run folders are OUT/STUDY/RUN_NAME, logs OUT/STUDY/logs/ (relative
 #                     paths are relative to this folder: commands run from the repository root)
 #   JOBS=N            parallel jobs (default: number of GPUs in GPUS, else CPU cores for tiny, else 1)
