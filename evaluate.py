@@ -506,7 +506,7 @@ def check(ec, tc, mcfg, tasks, lengths):
         raise UserError("--depths, --samples, --probe_samples, --algo_samples, --batch_tokens must be >= 1, "
                         "--longppl_short >= 2")
     if ec.stride < 0 or (ec.buckets != "log2" and not ec.buckets.isdigit()):
-        raise UserError(f"--stride must be >= 0 and --buckets log2 or a positive integer")
+        raise UserError("--stride must be >= 0 and --buckets log2 or a positive integer")
     if not lengths:
         raise UserError("--lengths is empty")
     if tc.algo:
@@ -659,7 +659,7 @@ def report(res):
 
 
 def main(argv=None):
-    try:
+    def body():
         ec = parse_args(argv)
         torch.manual_seed(ec.seed)
         res = evaluate_run(ec)
@@ -667,12 +667,7 @@ def main(argv=None):
         train.write_json(out, clean(res))
         print(report(res))
         print(f"wrote {out} in {res['wall_s']:.0f} s")
-    except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(1)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        sys.exit(130)
+    train.cli(body)
 
 
 def clean(x):

@@ -15,7 +15,6 @@ like any other (ckpt.pt, result.json with train.py's schema) plus "lineage": whe
 import argparse
 import dataclasses
 import os
-import sys
 
 import train
 from model import ROPE_SCALINGS, GPTConfig, layer_plan
@@ -228,17 +227,12 @@ def extend(args):
 
 
 def main(argv=None):
-    try:
+    def body():
         result = extend(parse_args(argv))
         train.report(result)
         for t, loss in result["metrics"].get("val_loss_by_length", {}).items():
             print(f"  val loss at {t:>6} tokens: {loss:.4f}")
-    except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(1)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        sys.exit(130)
+    train.cli(body)
 
 
 if __name__ == "__main__":

@@ -867,18 +867,24 @@ def report(result):
           f"checkpoint: {os.path.join(result['out_dir'], 'ckpt.pt')}")
 
 
-def main(argv=None):
+def cli(body, interrupted="interrupted"):
+    """Run a script's main body: bad input (UserError) becomes one line on stderr and exit 1."""
     try:
-        cfg = parse_args(argv)
-        result = train(cfg)
-        if int(os.environ.get("RANK", 0)) == 0:
-            report(result)
+        body()
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)
     except KeyboardInterrupt:
-        print("interrupted; resume with --resume", file=sys.stderr)
+        print(interrupted, file=sys.stderr)
         sys.exit(130)
+
+
+def main(argv=None):
+    def body():
+        result = train(parse_args(argv))
+        if int(os.environ.get("RANK", 0)) == 0:
+            report(result)
+    cli(body, "interrupted; resume with --resume")
 
 
 if __name__ == "__main__":
