@@ -450,9 +450,11 @@ def score_sample(model_logprob_fn, sample):
 
 
 def task_sequence(tasks, enc, length, rng, haystack=None, min_len=128):
-    """(ids, loss_mask), both lists of exactly `length` ints; mask is all ones (whole-text LM,
-    answers included so retrieval is learned). For x/y pairs ask for block_size + 1."""
-    ids, fails = [], 0
+    """(ids, answer_mask), both lists of exactly `length` ints: samples back to back, each
+    followed by its answer and end-of-text; answer_mask is 1 on answer tokens, so training can
+    score the whole text (answers included) or only the answers. For x/y pairs ask for
+    block_size + 1."""
+    ids, mask, fails = [], [], 0
     while length - len(ids) - 1 >= min_len and fails < 8:
         room = length - len(ids) - 1
         task = rng.choice(list(tasks))
@@ -462,10 +464,11 @@ def task_sequence(tasks, enc, length, rng, haystack=None, min_len=128):
             fails += 1
             continue
         ids += s["prompt_ids"] + s["answer_ids"] + [enc.eot_token]
+        mask += [0] * len(s["prompt_ids"]) + [1] * len(s["answer_ids"]) + [0]
     if len(ids) < length:
         ids += [enc.eot_token] + _haystack(enc, length - len(ids) - 1, rng, haystack if not isinstance(haystack, str) else None)
         ids += [enc.eot_token] * (length - len(ids))
-    return ids, [1] * length
+    return ids, mask + [0] * (length - len(mask))
 
 # -----------------------------------------------------------------------------
 # D. algorithmic tasks, train short / test long (e.g. Deletang et al. arXiv 2207.02098;

@@ -66,6 +66,7 @@ class TrainConfig:
     short_block: int = 0        # the short context of the mix (same tokens per step: more rows)
     task_mix: float = 0.0       # share of training sequences replaced by synthetic retrieval tasks
     task_list: str = "passkey,niah_single,niah_multikey"  # tasks.py TASKS mixed in by --task_mix
+    task_loss: str = "all"      # task rows score all tokens | answer (only the answer tokens: faster retrieval)
     algo: str = ""              # pure algorithmic-task training instead of text: copy | reverse | sort | ...
     algo_len: str = "1,16"      # input lengths min,max seen in training (test longer with evaluate.py)
     algo_offset: int = 0        # random position offsets up to this many PAD tokens (0 = none)
@@ -179,6 +180,8 @@ def check_config(cfg, min_iters=1):
         bad = [t for t in cfg.task_list.split(",") if t not in TASKS]
         if bad:
             raise UserError(f"unknown task {bad[0]!r} in --task_list; choose from {', '.join(TASKS)}")
+    if cfg.task_loss not in ("all", "answer"):
+        raise UserError(f"--task_loss must be all or answer, got {cfg.task_loss!r}")
     if cfg.algo:
         from tasks import ALGO_TASKS
         if cfg.algo not in ALGO_TASKS:
@@ -402,13 +405,16 @@ def train_batch(cfg, corpus, step):
     if cfg.task_mix > 0:
         import random
         from tasks import task_sequence
+        y = y.clone()  # get_batch's x and y are views of one buffer; y gets masked below
         tasks = cfg.task_list.split(",")
         for r in np.flatnonzero(rng.random(rows) < cfg.task_mix):
             trng = random.Random(f"{cfg.seed}-{step}-{r}")
             hay = corpus.train if trng.random() < 0.5 else None  # corpus text or repeated filler
-            ids, _ = task_sequence(tasks, corpus.enc, block + 1, trng, haystack=hay)
+            ids, answer = task_sequence(tasks, corpus.enc, block + 1, trng, haystack=hay)
             t = torch.tensor(ids, dtype=torch.int64)
             x[r], y[r] = t[:-1], t[1:]
+            if cfg.task_loss == "answer":  # the haystack is context only; its loss would swamp the answers
+                y[r].masked_fill_(torch.tensor(answer[1:]) == 0, -1)
     return x, y
 
 

@@ -180,12 +180,15 @@ def test_rank_tie_rule_and_wrong_model(enc):
 
 def test_task_sequence(enc):
     ids, mask = tasks.task_sequence(["passkey"], enc, 1024, random.Random(0))
-    assert len(ids) == 1024 and mask == [1] * 1024
+    assert len(ids) == 1024 and len(mask) == 1024
     assert (ids, mask) == tasks.task_sequence(["passkey"], enc, 1024, random.Random(0))
     text = enc.decode(ids)
     asked = re.findall(r"The pass key is (\d+)<\|endoftext\|>", text)
     stored = re.findall(r"The pass key is (\d+)\. Remember", text)
     assert asked and asked == stored  # answers are in the stream, right after their question
+    # the mask marks exactly the answer tokens: " <key>" after each question
+    marked = enc.decode([t if m else enc.eot_token for t, m in zip(ids, mask)])
+    assert [k for k in re.split(r"(?:<\|endoftext\|>)+", marked) if k] == [" " + k for k in asked]
     for seed in range(3):
         ids, mask = tasks.task_sequence(list(tasks.TASKS), enc, 777, random.Random(seed), haystack=CORPUS)
         assert len(ids) == 777 and len(mask) == 777 and enc.eot_token in ids

@@ -131,6 +131,27 @@ def test_batches_are_a_function_of_seed_and_step():
     assert torch.equal(x1[:, 1:], y1[:, :-1])
 
 
+def test_task_mix_rows_and_answer_only_loss(tmp_path):
+    """--task_mix replaces that share of rows with task sequences; --task_loss answer keeps the
+    loss only on their answer tokens (text rows keep every token)."""
+    cfg = tiny_config(tmp_path, vocab_size=4096, block_size=160, batch_size=16, task_mix=0.5,
+                      task_list="passkey")
+    corpus = train.load_corpus(cfg.data, vocab_size=4096, cache_dir=cfg.cache_dir, val_frac=cfg.val_frac)
+    x, y = train.train_batch(cfg, corpus, step=3)
+    key = corpus.enc.encode_ordinary(" The pass key is")
+    is_task = [any(x[r, i:i + len(key)].tolist() == key for i in range(160)) for r in range(16)]
+    assert 0 < sum(is_task) < 16 and (y >= 0).all()
+    cfg.task_loss = "answer"
+    xa, ya = train.train_batch(cfg, corpus, step=3)
+    assert torch.equal(x, xa)
+    for r in range(16):
+        kept = ya[r][ya[r] >= 0].tolist()
+        if not is_task[r]:
+            assert len(kept) == 160
+        else:  # the answer " <digits>" of each passkey sample, nothing else
+            assert 0 < len(kept) < 12 and corpus.enc.decode(kept).replace(" ", "").isdigit()
+
+
 def test_validation_is_deterministic_and_covers_the_split(tiny_run):
     cfg, result = tiny_run
     corpus = train.load_corpus(cfg.data, vocab_size=cfg.vocab_size, cache_dir=cfg.cache_dir, val_frac=cfg.val_frac)
@@ -272,6 +293,8 @@ def _cli(args, cwd):
     (["--data", "/no/such/corpus"], "data path not found"),
     (["--clip", "quantile:2"], "clip rule"),
     (["--n_kv_head", "3"], "must divide"),
+    (["--task_mix", "0.5", "--task_list", "passkey,nope"], "unknown task 'nope'"),
+    (["--task_mix", "0.5", "--task_loss", "answers"], "--task_loss"),
 ])
 def test_bad_input_one_line_error(tmp_path, args, msg):
     code, err = _cli(args + ["--out_dir", str(tmp_path / "o")], tmp_path)
