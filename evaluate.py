@@ -466,12 +466,13 @@ class EvalConfig:
 def parse_args(argv=None):
     p = train.OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run")
+    helps = train.field_help(EvalConfig)
     for f in dataclasses.fields(EvalConfig)[1:]:
         if f.type in (bool, "bool"):
-            p.add_argument(f"--{f.name}", action="store_true")
+            p.add_argument(f"--{f.name}", action="store_true", help=helps.get(f.name))
         else:
             p.add_argument(f"--{f.name}", type={"int": int, "float": float, "str": str}.get(f.type, f.type),
-                           default=f.default)
+                           default=f.default, help=f"{helps.get(f.name, '')} (default {f.default!r})")
     ec = EvalConfig(**vars(p.parse_args(argv)))
     ec.depths = ec.depths or (1 if ec.quick else 3)
     ec.ppl_tokens = ec.ppl_tokens or (8192 if ec.quick else 32768)

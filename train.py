@@ -46,12 +46,12 @@ class TrainConfig:
     # model
     size: str = "1M"            # preset by non-embedding parameters (model.SIZES)
     n_layer: int = 0            # override the preset (0 = keep)
-    n_embd: int = 0
-    n_head: int = 0
+    n_embd: int = 0             # width override (0 = keep)
+    n_head: int = 0             # attention heads override (0 = keep)
     n_kv_head: int = 0          # 0 = n_head (no GQA)
     mlp: str = "relu2"          # relu2 | swiglu | gelu
     untied: bool = False        # separate output head instead of tied embeddings
-    rope_theta: float = 10000.0
+    rope_theta: float = 10000.0  # RoPE base (ABF raises it for context extension)
     # quantisation
     bits: int = 16              # QAT bit-width 2..8; 16 = full precision
     clip: str = "absmax"        # grid clip rule: absmax | quantile:Q | std:K
@@ -85,7 +85,7 @@ class TrainConfig:
     tokens: int = 0             # token budget; if > 0 it sets iters = tokens / (batch_size * block_size)
     batch_size: int = 16        # sequences per optimizer step (global, across processes)
     grad_accum: int = 1         # micro-batches per step (batch_size must divide evenly)
-    seed: int = 0
+    seed: int = 0               # initialisation and data order
     # evaluation, records, checkpoints
     eval_interval: int = 50     # steps between quick validation evals (on eval_tokens of val)
     eval_tokens: int = 16384    # tokens of the val split used by the quick evals (final eval uses all)
@@ -117,21 +117,32 @@ def str2bool(v):
     raise argparse.ArgumentTypeError(f"expected true/false, got {v!r}")
 
 
+def field_help(cls):
+    """{field: the comment after it} of a config dataclass: the comments are the --help text."""
+    import inspect
+    import re
+    found = re.findall(r"^    (\w+):[^#\n]*#\s*(.*)$", inspect.getsource(cls), re.M)
+    return {name: text.replace("%", "%%") for name, text in found}
+
+
 def parse_args(argv=None, cls=TrainConfig, description=__doc__):
     """argparse from the dataclass (plus GPTConfig's own flags); bad flags exit with a one-line error."""
     p = OneLineParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     types = {"int": int, "float": float, "str": str, int: int, float: float, str: str}
+    helps, model_helps = field_help(cls), field_help(GPTConfig)
     for f in dataclasses.fields(cls):
         if f.name == "model":
             continue
         if f.type in (bool, "bool"):
-            p.add_argument(f"--{f.name}", action="store_true", default=f.default)
+            p.add_argument(f"--{f.name}", action="store_true", default=f.default, help=helps.get(f.name))
         else:
-            p.add_argument(f"--{f.name}", type=types[f.type], default=f.default)
+            p.add_argument(f"--{f.name}", type=types[f.type], default=f.default,
+                           help=f"{helps.get(f.name, '')} (default {f.default!r})")
     model_flags = [f for f in dataclasses.fields(GPTConfig) if f.name not in TRAIN_MODEL_FIELDS]
     for f in model_flags:
         typ = str2bool if f.type in (bool, "bool") else types[f.type]
-        p.add_argument(f"--{f.name}", type=typ, default=None, help=f"model flag (default {f.default!r})")
+        p.add_argument(f"--{f.name}", type=typ, default=None,
+                       help=f"model: {model_helps.get(f.name, '')} (default {f.default!r})")
     args = vars(p.parse_args(argv))
     model = {f.name: args.pop(f.name) for f in model_flags}
     return cls(**args, model={k: v for k, v in model.items() if v is not None})

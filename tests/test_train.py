@@ -70,6 +70,17 @@ def test_muon_and_adamw_parameter_groups(tmp_path):
 
 # ---------------------------------------------------------------- tokenizer and cache
 
+def test_every_flag_has_help_from_its_dataclass_comment():
+    import dataclasses
+    import evaluate
+    from model import GPTConfig
+    for cls in (train.TrainConfig, evaluate.EvalConfig, GPTConfig):
+        helps = train.field_help(cls)
+        missing = [f.name for f in dataclasses.fields(cls) if f.name != "model" and not helps.get(f.name)]
+        assert not missing, f"{cls.__name__}: no comment on {missing}"
+    assert train.field_help(train.TrainConfig)["warmdown"].startswith("fraction of steps at the end")
+
+
 def test_tokenizer_round_trip_and_truncation():
     enc = train.get_tokenizer("cl100k_base", 4096)
     assert enc.n_vocab == 4096 and enc.eot_token == 4095
