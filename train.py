@@ -194,10 +194,15 @@ def check_config(cfg, min_iters=1):
     if cfg.task_loss not in ("all", "answer"):
         raise UserError(f"--task_loss must be all or answer, got {cfg.task_loss!r}")
     if cfg.algo:
-        from tasks import ALGO_TASKS
+        from tasks import ALGO_TASKS, algo_example_len
         if cfg.algo not in ALGO_TASKS:
             raise UserError(f"unknown --algo {cfg.algo!r}; choose from {', '.join(ALGO_TASKS)}")
-        algo_lengths(cfg)
+        if cfg.algo_offset < 0:
+            raise UserError("--algo_offset must be >= 0")
+        need = algo_example_len(cfg.algo, algo_lengths(cfg)[1], cfg.algo_offset) - 1
+        if need > cfg.block_size:
+            raise UserError(f"--algo {cfg.algo} at length {algo_lengths(cfg)[1]} with --algo_offset "
+                            f"{cfg.algo_offset} needs --block_size >= {need}")
     ptq_bits(cfg)
     model_config(cfg, 4096)  # architecture flags are checked before anything runs
     for f in save_fractions(cfg):

@@ -223,6 +223,8 @@ def test_algo_example_and_batch(task):
         assert m == [0] * (sep + 1) + [1] * (len(ids) - sep - 1)
         if task in ("copy", "reverse", "sort", "parity", "majority"):
             assert sep - 4 == n
+        for seed in range(5):  # the length is fixed by (task, n, offset): train.py checks it fits
+            assert tasks.algo_example_len(task, n, 3) == len(tasks.algo_example(task, n, random.Random(seed), 3)[0])
     x, y, mask = tasks.algo_batch(task, 4, 12, 16, 64, random.Random(1), offset_max=5)
     assert x.shape == y.shape == mask.shape == (16, 64) and x.dtype == y.dtype == mask.dtype == torch.int64
     assert ((x[:, 1:] == y[:, :-1]) | (x[:, 1:] == tasks.PAD)).all()  # y = x shifted (x ends with PADs)

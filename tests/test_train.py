@@ -306,6 +306,7 @@ def _cli(args, cwd):
     (["--n_kv_head", "3"], "must divide"),
     (["--task_mix", "0.5", "--task_list", "passkey,nope"], "unknown task 'nope'"),
     (["--task_mix", "0.5", "--task_loss", "answers"], "--task_loss"),
+    (["--algo", "copy", "--algo_len", "1,16", "--algo_offset", "32", "--block_size", "64"], "--block_size >= 66"),
 ])
 def test_bad_input_one_line_error(tmp_path, args, msg):
     code, err = _cli(args + ["--out_dir", str(tmp_path / "o")], tmp_path)
