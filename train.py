@@ -10,6 +10,7 @@ the run record, which extend.py, evaluate.py and quant.py import.
 import argparse
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -117,6 +118,7 @@ def str2bool(v):
     raise argparse.ArgumentTypeError(f"expected true/false, got {v!r}")
 
 
+@functools.lru_cache(maxsize=None)  # inspect.getsource parses the whole module: once per class
 def field_help(cls):
     """{field: the comment after it} of a config dataclass: the comments are the --help text."""
     import inspect
