@@ -18,7 +18,6 @@ import os
 
 import train
 from model import ROPE_SCALINGS, GPTConfig, layer_plan
-from quant import set_qat
 from train import TRAIN_MODEL_FIELDS, UserError
 
 METHODS = ROPE_SCALINGS + ("abf",)
@@ -182,19 +181,6 @@ def prepare(args, parent, which, factor, iters, out_dir):
     return model, cfg, lineage
 
 
-def by_length(model, cfg, lengths, result):
-    """Record metrics["val_loss_by_length"] (deployed weights, the parent corpus' val split)."""
-    if not lengths:
-        return result
-    corpus = load_corpus(cfg)
-    device = next(model.parameters()).device
-    set_qat(model, model.config.bits < 16)
-    result["metrics"]["val_loss_by_length"] = {
-        str(t): train.evaluate(model, corpus.val, corpus.token_bytes, t, device=device)["loss"] for t in lengths}
-    train.write_json(os.path.join(cfg.out_dir, "result.json"), result)
-    return result
-
-
 def extend(args):
     """One extension, or the 2-stage recipe (stage 1 at --stage1_factor for half the steps, into
     out_dir/stage1; stage 2 at --factor from stage 1's result), each stage a run with its lineage."""
@@ -222,8 +208,9 @@ def extend(args):
             model, cfg, lineage = prepare(args, *stage)
         lineage.update(stage=k + 1, stages=len(stages))
         # train.py's loop from the rescaled model; 0 steps = training-free (evaluate and record)
-        result = train.train(cfg, init_model=model, lineage=lineage)
-    return by_length(model, cfg, lengths, result)
+        last = k == len(stages) - 1
+        result = train.train(cfg, init_model=model, lineage=lineage, eval_lengths=lengths if last else ())
+    return result
 
 
 def main(argv=None):

@@ -201,9 +201,10 @@ def check_config(cfg, min_iters=1):
             raise UserError(f"unknown --algo {cfg.algo!r}; choose from {', '.join(ALGO_TASKS)}")
         if cfg.algo_offset < 0:
             raise UserError("--algo_offset must be >= 0")
-        need = algo_example_len(cfg.algo, algo_lengths(cfg)[1], cfg.algo_offset) - 1
+        longest = algo_lengths(cfg)[1]
+        need = algo_example_len(cfg.algo, longest, cfg.algo_offset) - 1
         if need > cfg.block_size:
-            raise UserError(f"--algo {cfg.algo} at length {algo_lengths(cfg)[1]} with --algo_offset "
+            raise UserError(f"--algo {cfg.algo} at length {longest} with --algo_offset "
                             f"{cfg.algo_offset} needs --block_size >= {need}")
     ptq_bits(cfg)
     model_config(cfg, 4096)  # architecture flags are checked before anything runs
@@ -684,7 +685,7 @@ def versions():
 # -----------------------------------------------------------------------------
 # Training
 
-def train(cfg, init_model=None, lineage=None):
+def train(cfg, init_model=None, lineage=None, eval_lengths=()):
     """Train (or resume) one run; returns its result dict. init_model: a GPT to start from
     (extend.py continues training a checkpoint this way); lineage is recorded in result.json."""
     check_config(cfg, min_iters=0 if init_model is not None else 1)  # 0 steps: evaluate, record (extend.py)
@@ -847,6 +848,10 @@ def train(cfg, init_model=None, lineage=None):
                        quant_gap=q["loss"] - fp["loss"])
     else:
         metrics.update(val_loss=fp["loss"], val_bpb=fp["bpb"], val_loss_quant=None, quant_gap=None)
+    if eval_lengths:  # extend.py --eval_lengths: deployed weights at other context lengths
+        metrics["val_loss_by_length"] = {str(t): evaluate(model, corpus.val, corpus.token_bytes, t,
+                                                          device=device, dist_info=dist_info)["loss"]
+                                         for t in eval_lengths}
     wall = time.time() - t0
     result = dict(
         run_name=os.path.basename(os.path.normpath(out_dir)), out_dir=out_dir, status="done",
