@@ -420,7 +420,7 @@ def longctx_report(runs):
     the score: the count, a linear model on the four 0/1 axes, short-context losses, sink rate. When some
     scored runs are context extensions (lineage), the score is the post-extension one (as in the
     long-context seed): only the extensions are rows, and the parent's own score is one more predictor."""
-    lc = [r for r in runs if run_kind(r) != "algo" and num((r.get("eval") or {}).get("score")) is not None]
+    lc = [r for r in runs if run_kind(r) != "algo" and num(dget(r, "eval", "score")) is not None]
     if not lc:
         return None
     ext = [r for r in lc if run_kind(r) == "extension"]
@@ -438,7 +438,7 @@ def longctx_report(runs):
                      "sink_rate": num(r["eval"].get("sink_rate")),
                      "train_loss": num(r["metrics"].get("train_loss")) if not ext else num(pm.get("train_loss")),
                      "val_loss": num(r["metrics"].get("val_loss")) if not ext else num(pm.get("val_loss")),
-                     "pre_score": num(((parent or {}).get("eval") or {}).get("score"))})
+                     "pre_score": num(dget(parent, "eval", "score"))})
     y = np.array([w["score"] for w in rows], dtype=float)
     col = lambda k: np.array([np.nan if w[k] is None else w[k] for w in rows], dtype=float)
     axes = np.column_stack([col(k) for k in ("qk_norm", "gqa", "swa", "short_ctx")])

@@ -25,7 +25,6 @@ import dataclasses
 import json
 import math
 import os
-import random
 import sys
 import time
 from collections import defaultdict
@@ -35,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 import train
-from tasks import ALGO_TASKS, TASKS, algo_example, depth_grid, make_sample, rank_credit, score_answer
+from tasks import ALGO_TASKS, TASKS, algo_example_len, depth_grid, make_sample, rank_credit, score_answer
 from train import UserError
 
 DEFAULT_TASKS = "ppl,passkey,niah_single,niah_multikey"
@@ -416,7 +415,7 @@ def eval_algo(model, tc, lengths, n, device="cpu", bar=None):
     for a, b in algo_bins(lo, lengths):
         if a > b:
             raise UserError(f"--lengths must increase and start at >= {lo}, got {','.join(map(str, lengths))}")
-        need = len(algo_example(tc.algo, b, random.Random(0), tc.algo_offset)[0]) - 1
+        need = algo_example_len(tc.algo, b, tc.algo_offset) - 1
         cfg = dataclasses.replace(tc, block_size=max(tc.block_size, need))
         try:
             r = train.evaluate_algo(model, cfg, device, n=n, lengths=(a, b))

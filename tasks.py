@@ -533,7 +533,6 @@ def algo_example(task, n, rng, offset=0):
 
 def algo_example_len(task, n, offset=0):
     """Tokens in an example of size n with `offset` PADs (fixed by task and n: answers have a set length)."""
-    import random
     return len(algo_example(task, n, random.Random(0), offset)[0])
 
 
