@@ -9,8 +9,7 @@ analysis.md, analysis.json and PNG plots to --out (default: the first folder). S
   2. quantisation penalty P_b(N) = L_b(N) - L_16(N), log-linear law, 95% prediction intervals
   3. weight-to-grid distance, QAT vs FP16 weights on the same grid
   4. long-context: inhibiting-feature count -> score, in-sample and leave-one-out R^2
-Formulas: REFERENCE.md sections 4-5. Seeds: the QAT LR-schedule study (720-run grid, "QAT seed"
-below; no arXiv id in shared/seeds) and "Cracks in the Foundation" (arXiv 2608.10296, "long-context
+Seeds: the QAT LR-schedule study (720-run grid, "QAT seed" below; it has no arXiv id) and "Cracks in the Foundation" (arXiv 2608.10296, "long-context
 seed"). Every field is optional: a missing one shrinks a table, it never crashes the script.
 """
 import argparse
@@ -39,7 +38,7 @@ BOOKKEEPING_KEYS = ("out_dir", "quiet", "resume", "overwrite", "device", "compil
 
 def paired_z(a, b):
     """Paired comparison across seeds; a[i], b[i] are the losses of seed i under A and B.
-    d = a - b, z = mean(d) / (sd(d, ddof=1) / sqrt(n)) (REFERENCE.md section 5): negative z means
+    d = a - b, z = mean(d) / (sd(d, ddof=1) / sqrt(n)), the paired t statistic: negative z means
     A has the lower loss. QAT seed: z ~ 12-15 with 10/10 seeds for wd33 over wd10 at INT4 50M+."""
     a, b = np.asarray(a, dtype=float).ravel(), np.asarray(b, dtype=float).ravel()
     if a.shape != b.shape:
@@ -82,7 +81,7 @@ def loglinear_fit(x, y):
 
 
 def predict_interval(fit, x_new, level=0.95):
-    """Prediction interval of a new observation at x_new (REFERENCE.md section 5):
+    """Prediction interval of a new observation at x_new (the textbook OLS formula):
     yhat +- t_{(1+level)/2, n-2} * s * sqrt(1 + 1/n + (ln x0 - xbar)^2 / sxx). Returns arrays."""
     x0 = np.log(np.atleast_1d(np.asarray(x_new, dtype=float)))
     n = fit["n"]
@@ -189,14 +188,32 @@ def load_runs(folders):
             if not isinstance(run.get("run_name"), str):
                 run["run_name"] = os.path.basename(os.path.abspath(root))
             run["_dir"] = root  # lets an extension find its parent run (lineage.parent)
-            if os.path.exists(os.path.join(root, "eval.json")):
-                ev = _read_json(os.path.join(root, "eval.json"))
-                if ev is None:
-                    warn(f"ignoring {os.path.join(root, 'eval.json')}: unreadable or not a JSON object")
-                else:
-                    run["eval"] = ev
+            lift_model_flags(run)
+            for name in ("eval.json", "grid.json"):
+                if os.path.exists(os.path.join(root, name)):
+                    ev = _read_json(os.path.join(root, name))
+                    if ev is None:
+                        warn(f"ignoring {os.path.join(root, name)}: unreadable or not a JSON object")
+                    elif name == "eval.json":
+                        run["eval"] = ev
+                    else:
+                        run["grid_distance"] = ev.get("grid_distance")
             runs.append(run)
     return runs
+
+
+def lift_model_flags(run):
+    """The grid axes that are model flags (bits, block_size, dimension overrides) next to the training
+    flags in run["config"], as the tables read them; the other model flags stay under config.model."""
+    c, mc = run["config"], run["model_config"]
+    model = dict(c.get("model") or {}) if isinstance(c.get("model"), dict) else {}
+    for k in ("bits", "block_size"):
+        model.pop(k, None)
+        c.setdefault(k, mc.get(k))
+    for k in ("n_layer", "n_embd", "n_head"):
+        if k in model:
+            c[k] = model.pop(k)
+    c["model"] = model
 
 
 def num(x):
@@ -368,7 +385,7 @@ def penalty_report(recs, order, fit_sizes=None, level=0.95):
 
 
 def grid_report(recs):
-    """Weight-to-grid distance (REFERENCE.md section 4): each numeric entry of grid_distance other than
+    """Weight-to-grid distance (mean |w/s - round(w/s)|, see quant.grid_distance): each numeric entry of grid_distance other than
     "bits" is a distance on the grid_distance["bits"] grid. Ratio = mean over matched seeds of the QAT
     run's distance / mean of the FP16 run's (same variant, size, lr, warmdown, seed; QAT seed ~1.04)."""
     d = defaultdict(lambda: defaultdict(dict))  # (variant, grid bits, key, size, lr, wd) -> bits -> seed -> d

@@ -1,9 +1,10 @@
 """
-Offline long-context evaluation of a trained run (REFERENCE.md sections 8 and 9).
+Offline evaluation of a trained run: long context, length generalisation, weights on the grid.
 
     python evaluate.py out/RUN                          # default suite -> out/RUN/eval.json
     python evaluate.py out/RUN --tasks ppl,passkey,niah_multikey --lengths 256,512,1024,4096
     python evaluate.py out/ALGO_RUN                     # a train.py --algo run: exact match at N, 2N, 3N
+    python evaluate.py out/RUN --tasks grid --ckpt warmdown --grid_bits 6 --out out/RUN/grid.json
 
 Text runs, at each length L (default: the training length times 1, 2, 4, 8, 16):
   ppl     loss of the val split's documents over windows of L tokens (optionally sliding), and by
@@ -14,13 +15,14 @@ Text runs, at each length L (default: the training length times 1, 2, 4, 8, 16):
           (arXiv 2404.15574) from attention maps recomputed from each layer's own q, k
   short   in-distribution val loss at the training length (the short-context predictor)
 Algorithmic runs: exact match on input lengths lo..N, N+1..2N, 2N+1..3N (train short, test long).
+grid: the weight-to-grid distance of the checkpoint's quantisable matrices on the --grid_bits grid
+(0 = on the grid, 0.25 = uniformly spread); analyze.py compares QAT and full-precision runs with it.
 
 eval.json "score": the mean, over the retrieval tasks and the lengths past the training length,
 of the rank accuracy (--score rank, the default: graded even for tiny models; chance = 1/5) or of
 the exact match (--score exact). Algorithmic runs: mean exact match over the bins past N.
 "sink_rate": the first-token sink rate on val text at the training length.
 """
-import argparse
 import dataclasses
 import json
 import math
@@ -28,14 +30,18 @@ import os
 import sys
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+import cli
 import train
-from tasks import ALGO_TASKS, TASKS, algo_example_len, depth_grid, make_sample, rank_credit, score_answer
-from train import UserError
+from cli import UserError, flag, parse, write_json, main as cli_main
+from quant import check_bits, grid_distance, parse_clip
+from tasks import (ALGO_TASKS, TASKS, algo_eval, algo_example_len, depth_grid, make_sample, rank_credit,
+                   score_answer)
 
 DEFAULT_TASKS = "ppl,passkey,niah_single,niah_multikey"
 DEFAULT_FACTORS = (1, 2, 4, 8, 16)  # default lengths: the training length times these
@@ -82,17 +88,10 @@ def long_ppl(loss, key):
     return math.exp(float(loss[key].mean())) if key.any() else float("nan")
 
 
-def sink_importance(attn):
-    """Gu et al. arXiv 2410.10781: importance of key k = mean over queries t >= k of A[t, k].
-    attn [..., T, T] (rows = queries, causal: A[t, k] = 0 for k > t) -> [..., T]."""
-    T = attn.shape[-1]
-    return attn.sum(-2) / torch.arange(T, 0, -1, dtype=attn.dtype, device=attn.device)
-
-
-def sink_rate(attn, eps=0.3):
-    """Share of heads ([H, T, T] or [L, H, T, T]: every leading index is one head) whose
-    first-token importance exceeds eps (0.3 as in arXiv 2410.10781)."""
-    return (sink_importance(attn)[..., 0] > eps).float().mean().item()
+def sink_rate(first_importance, eps=0.3):
+    """Gu et al. arXiv 2410.10781: a head sinks on the first token when its importance (the mean
+    over queries t of A[t, 0]; every query sees key 0) exceeds eps. -> the share of heads that do."""
+    return (torch.as_tensor(first_importance) > eps).float().mean().item()
 
 
 def attention_entropy(attn):
@@ -110,22 +109,6 @@ def retrieval_score(top1, copied, targets, ids, span):
     return (inside & (ids[top1] == targets) & copied).float().mean(-1)
 
 
-def head_attention(q, k, start=0, window=0, slope=None):
-    """Attention probabilities of the queries at positions start .. start+n-1 (q [n, D]) over keys
-    0 .. start+n-1 (k [>= start+n, D]): softmax(q k^T / sqrt(D)), causal, keys (i - window, i] for
-    windowed layers, ALiBi bias -slope * (i - j). -> [n, start + n]."""
-    n, D = q.shape
-    e = start + n
-    s = (q @ k[:e].T) * D ** -0.5
-    i = torch.arange(start, e, device=q.device)[:, None]
-    j = torch.arange(e, device=q.device)[None]
-    if slope is not None:
-        s = s - slope * (i - j).to(s.dtype)
-    ok = j <= i
-    if window:
-        ok &= j > i - window
-    return torch.softmax(s.masked_fill(~ok, float("-inf")), -1)
-
 # -----------------------------------------------------------------------------
 # Model helpers
 
@@ -133,7 +116,7 @@ def head_attention(q, k, start=0, window=0, slope=None):
 def forward(model, idx, targets=None):
     """model(idx) under the device's autocast; a length the model cannot run is a UserError."""
     try:
-        with train.autocast(idx.device):
+        with cli.autocast(idx.device):
             return model(idx, targets, reduction="none") if targets is not None else model(idx)
     except ValueError as e:
         raise UserError(f"cannot evaluate {idx.shape[1]} tokens: {e}") from None
@@ -158,7 +141,7 @@ def rows_logprobs(model, idx, rows):
 
 
 @torch.no_grad()
-def doc_losses(model, docs, L, stride, max_tokens=0, edges=None, batch_tokens=8192, device="cpu", bar=None):
+def doc_losses(model, docs, L, stride, max_tokens=0, edges=None, batch_tokens=8192, device="cpu"):
     """Per-token loss of each document over windows of L tokens, one every `stride` tokens. A target
     is scored by the first window that holds it (so stride < L scores the last `stride` tokens of
     each later window: every scored token has at least L - stride tokens of context).
@@ -191,8 +174,6 @@ def doc_losses(model, docs, L, stride, max_tokens=0, edges=None, batch_tokens=81
             sm, c = bucket_sums(loss.ravel(), np.tile(np.arange(L), len(chunk)), edges)
             pos_sum += sm
             pos_cnt += c
-        if bar:
-            bar.update(len(chunk) * cost(L, L))
     return losses, pos_sum, pos_cnt
 
 
@@ -205,7 +186,8 @@ def eval_ppl(model, docs, lengths, ec, evaluator=None, device="cpu", bar=None):
     for L in lengths:
         stride = min(ec.stride, L) if ec.stride else L
         edges = bucket_edges(L, ec.buckets)
-        losses, ps, pc = doc_losses(model, docs, L, stride, ec.ppl_tokens, edges, ec.batch_tokens, device, bar)
+        losses, ps, pc = doc_losses(model, docs, L, stride, ec.ppl_tokens, edges, ec.batch_tokens, device)
+        tick(bar)
         runs[L] = (losses, stride)
         allv = np.concatenate(losses)
         n = int(np.isfinite(allv).sum())
@@ -221,13 +203,13 @@ def eval_ppl(model, docs, lengths, ec, evaluator=None, device="cpu", bar=None):
     ends = np.max([[int(np.flatnonzero(np.isfinite(l))[-1]) + 1 if np.isfinite(l).any() else 0 for l in runs[L][0]]
                    for L in lengths], axis=0)
     short = doc_losses(evaluator or model, [doc[:e + S + 1] if e else doc[:0] for doc, e in zip(docs, ends)],
-                       S, max(S // 2, 1), batch_tokens=ec.batch_tokens, device=device, bar=bar)[0]
+                       S, max(S // 2, 1), batch_tokens=ec.batch_tokens, device=device)[0]
     short = np.concatenate([np.pad(s, (0, len(d) - len(s)), constant_values=np.nan) for s, d in zip(short, docs)])
     lp = out["longppl"] = dict(short=S, alpha=ec.alpha, beta=ec.beta, evaluator=ec.evaluator or "self", by_length={})
     for L in lengths:
         full, stride = runs[L]
         full_ev = full if evaluator is None else doc_losses(evaluator, docs, L, stride, ec.ppl_tokens, None,
-                                                            ec.batch_tokens, device, bar)[0]
+                                                            ec.batch_tokens, device)[0]
         f, fe = np.concatenate(full), np.concatenate(full_ev)
         ok = np.isfinite(f) & np.isfinite(fe) & np.isfinite(short)
         key = key_tokens(short[ok], fe[ok], ec.alpha, ec.beta)
@@ -240,7 +222,7 @@ def eval_ppl(model, docs, lengths, ec, evaluator=None, device="cpu", bar=None):
 
 
 @torch.no_grad()
-def score_samples(model, samples, batch_tokens=8192, device="cpu", bar=None):
+def score_samples(model, samples, batch_tokens=8192, device="cpu"):
     """{"exact", "logprob", "rank"} per sample (tasks.score_answer and rank_credit, the rule of
     tasks.rank_answer). The true answer and its distractors share the prompt and the answer length,
     so a sample's candidates go through one batched forward (with other samples of the same
@@ -262,8 +244,6 @@ def score_samples(model, samples, batch_tokens=8192, device="cpu", bar=None):
                 sc = [score_answer(lp[k + j], 1, a) for j, a in enumerate(cands(samples[i]))]
                 out[i] = dict(sc[0], rank=rank_credit([x["logprob"] for x in sc]))
                 k += len(sc)
-            if bar:
-                bar.update(len(seqs) * cost(P + n, P + n))
     return out
 
 
@@ -292,10 +272,10 @@ def eval_task(model, enc, task, lengths, ec, haystack, device="cpu", bar=None):
             out["skipped"][str(L)] = str(e)
             from tqdm import tqdm
             tqdm.write(f"skipped {e}", file=sys.stderr)
-            if bar:
-                bar.update(cost(5 * ec.depths * ec.samples * L, L))
+            tick(bar)
             continue
-        scores = score_samples(model, samples, ec.batch_tokens, device, bar)
+        scores = score_samples(model, samples, ec.batch_tokens, device)
+        tick(bar)
         out["by_length"][str(L)] = mean_scores(scores)
         by_d = defaultdict(list)
         for s, r in zip(samples, scores):
@@ -308,46 +288,36 @@ def eval_task(model, enc, task, lengths, ec, haystack, device="cpu", bar=None):
 
 
 @torch.no_grad()
-def attention_probe(model, idx, rows=(), q_block=1024):
-    """One sequence idx [1, T] -> dict of [n_layer, n_head] tensors: "sink" (first-token importance),
-    "entropy" (mean over queries), "top1" ([layer, head, len(rows)] top-1 key at the given query rows),
-    plus "pred" (the model's argmax at those rows).
-    Attention probabilities are recomputed from each layer's own q, k: a pre-hook captures the
-    attention input (the normed block input) and the position tables of the forward pass, then
-    Attention.qkv -> head_attention with the layer's causal / window / ALiBi masks, one head and
-    q_block queries at a time (memory O(q_block x T), no T x T map). Chunk layers (arXiv
-    2510.17196): only their local windowed attention is probed, not the retrieval branch."""
-    captured = []
-    hooks = [b.attn.register_forward_pre_hook(lambda m, args: captured.append(args)) for b in model.blocks]
-    try:
-        logits = forward(model, idx)[0]
-    finally:
-        for h in hooks:
-            h.remove()
+def attention_probe(model, idx, rows=()):
+    """One sequence idx [1, T] -> "sink" (first-token importance: mean over queries of A[t, 0]) and
+    "entropy" (mean over queries), [n_layer, n_head] each; "top1" [n_layer, n_head, len(rows)]: the
+    top-1 key of the query rows; "pred": the model's argmax at those rows; "retrieval": the same
+    sink and entropy of each chunk layer's retrieval branch ("chunk_retrieval", over the queries
+    that retrieve).
+    The maps come from the model's own attention code (GPT.attention_maps), so every variant is
+    probed as it computes: causal, windowed, ALiBi, chunk retrieval."""
     rows = torch.tensor(list(rows), dtype=torch.long, device=idx.device)
     T = idx.shape[1]
     nl, H = len(model.blocks), model.config.n_head
     sink, ent = torch.zeros(nl, H), torch.zeros(nl, H)
     top1 = torch.zeros(nl, H, len(rows), dtype=torch.long)
-    for li, (block, (x, pe)) in enumerate(zip(model.blocks, captured)):
-        attn = block.attn
-        with train.autocast(idx.device):
-            q, k = attn.qkv(x, pe)[:2]
-        q, k = q[0].float(), k[0].float()
-        group = H // k.shape[0]
-        for h in range(H):
-            slope = attn.slopes[h].item() if getattr(attn, "slopes", None) is not None else None
-            col0, es = 0.0, 0.0
-            for s in range(0, T, q_block):
-                A = head_attention(q[h, s:s + q_block], k[h // group], s, attn.layer.window, slope)
-                col0 += A[:, 0].sum().item()
-                es += attention_entropy(A).sum().item()
-                here = (rows >= s) & (rows < s + A.shape[0])
-                if here.any():
-                    top1[li, h, here.cpu()] = A[rows[here] - s].argmax(-1).cpu()
-            sink[li, h], ent[li, h] = col0 / T, es / T  # sink_importance(A)[0]: all T queries see key 0
-    pred = logits[0, rows].argmax(-1).cpu() if len(rows) else torch.zeros(0, dtype=torch.long)
-    return dict(sink=sink, entropy=ent, top1=top1, pred=pred)
+    retr = defaultdict(lambda: torch.zeros(3, H))  # layer -> sum of A[t, 0], sum of entropy, queries
+    with cli.autocast(idx.device):
+        for li, branch, s, A in model.attention_maps(idx):
+            A = A.float()
+            if branch == "retrieval":
+                used = A.sum(-1) > 0
+                retr[li] += torch.stack([A[..., 0].sum(-1), attention_entropy(A).sum(-1), used.sum(-1)]).cpu()
+                continue
+            sink[li] += A[..., 0].sum(-1).cpu() / T
+            ent[li] += attention_entropy(A).sum(-1).cpu() / T
+            here = (rows >= s) & (rows < s + A.shape[1])
+            if here.any():
+                top1[li][:, here.cpu()] = A[:, rows[here] - s].argmax(-1).cpu()
+    pred = rows_logprobs(model, idx, rows[None])[0].argmax(-1).cpu() if len(rows) else torch.zeros(0, dtype=torch.long)
+    retrieval = {li: dict(sink=(r[0] / r[2].clamp_min(1)).tolist(), entropy=(r[1] / r[2].clamp_min(1)).tolist())
+                 for li, r in retr.items()}
+    return dict(sink=sink, entropy=ent, top1=top1, pred=pred, chunk_retrieval=retrieval)
 
 
 def needle_span(sample):
@@ -362,21 +332,20 @@ def needle_span(sample):
 
 def eval_probes(model, enc, val, lengths, ec, device="cpu", bar=None):
     """Per length: sink rate and first-token importance [layer][head], attention entropy (on
-    probe_samples windows of val text), retrieval-head scores (on probe_samples niah_single samples)."""
+    probe_samples windows of val text), retrieval-head scores (on probe_samples niah_single samples),
+    and for chunk layers the sink and entropy of their retrieval branch."""
     out = dict(eps=ec.eps, by_length={})
     for L in lengths:
         wins = [np.asarray(val[i * L:(i + 1) * L], dtype=np.int64) for i in range(ec.probe_samples)]
         wins = [w for w in wins if len(w) == L] or [np.resize(np.asarray(val, dtype=np.int64), L)]
-        sinks, ents = [], []
-        for w in wins:
-            r = attention_probe(model, torch.from_numpy(w)[None].to(device))
-            sinks.append(r["sink"])
-            ents.append(r["entropy"])
-            if bar:
-                bar.update(cost(L, L))
-        sinks, ent = torch.stack(sinks), torch.stack(ents).mean(0)
-        row = dict(sink_rate=(sinks > ec.eps).float().mean().item(), sink=sinks.mean(0).tolist(),
+        probes = [attention_probe(model, torch.from_numpy(w)[None].to(device)) for w in wins]
+        sinks, ent = torch.stack([r["sink"] for r in probes]), torch.stack([r["entropy"] for r in probes]).mean(0)
+        row = dict(sink_rate=sink_rate(sinks, ec.eps), sink=sinks.mean(0).tolist(),
                    entropy=ent.tolist(), entropy_mean=ent.mean().item())
+        if probes[0]["chunk_retrieval"]:
+            row["chunk_retrieval"] = {str(li): dict(sink=np.mean([r["chunk_retrieval"][li]["sink"] for r in probes], 0).tolist(),
+                                                    entropy=np.mean([r["chunk_retrieval"][li]["entropy"] for r in probes], 0).tolist())
+                                      for li in probes[0]["chunk_retrieval"]}
         try:
             m = ec.probe_samples  # needles at depths (i + 1/2) / m: 0.5 for one probe sample
             samples = task_samples("niah_single", enc, L, [(i + 0.5) / m for i in range(m)], 1, ec.seed, None)
@@ -389,16 +358,15 @@ def eval_probes(model, enc, val, lengths, ec, device="cpu", bar=None):
             r = attention_probe(model, torch.tensor([ids], device=device), range(P - 1, P - 1 + n))
             tgt = torch.tensor(s["answer_ids"])
             scores.append(retrieval_score(r["top1"], r["pred"] == tgt, tgt, torch.tensor(ids), needle_span(s)))
-            if bar:
-                bar.update(cost(L, L))
         if scores:
             ret = torch.stack(scores).mean(0)
             row.update(retrieval=ret.tolist(), retrieval_max=ret.max().item())
         out["by_length"][str(L)] = row
+        tick(bar)
     return out
 
 # -----------------------------------------------------------------------------
-# Train short / test long on algorithmic tasks (REFERENCE.md section 9)
+# Train short / test long on algorithmic tasks (e.g. arXiv 2207.02098, 2310.16028)
 
 
 def algo_bins(lo, lengths):
@@ -407,7 +375,7 @@ def algo_bins(lo, lengths):
 
 
 def eval_algo(model, tc, lengths, n, device="cpu", bar=None):
-    """Exact match and answer loss per input-length bin with train.evaluate_algo; the evaluation
+    """Exact match and answer loss per input-length bin with tasks.algo_eval; the evaluation
     block grows to fit the longest example (positions past training are the point), with the
     training's random offsets."""
     lo, N = train.algo_lengths(tc)
@@ -416,63 +384,54 @@ def eval_algo(model, tc, lengths, n, device="cpu", bar=None):
         if a > b:
             raise UserError(f"--lengths must increase and start at >= {lo}, got {','.join(map(str, lengths))}")
         need = algo_example_len(tc.algo, b, tc.algo_offset) - 1
-        cfg = dataclasses.replace(tc, block_size=max(tc.block_size, need))
         try:
-            r = train.evaluate_algo(model, cfg, device, n=n, lengths=(a, b))
+            r = algo_eval(model, tc.algo, (a, b), max(model.config.block_size, need), tc.seed, tc.algo_offset, n, device)
         except ValueError as e:
             raise UserError(f"cannot evaluate input lengths {a}-{b} ({need} tokens): {e}") from None
         out["by_length"][str(b)] = dict(lo=a, hi=b, exact=r["acc"], loss=r["loss"], n=n)
-        if bar:
-            bar.update(1)
+        tick(bar)
     return out
 
 # -----------------------------------------------------------------------------
 # Run loading, the suite, the report
 
 
-@dataclasses.dataclass
+@dataclass
 class EvalConfig:
-    run: str = ""               # run folder (holds ckpt.pt)
-    tasks: str = ""             # comma-separated: ppl and tasks.py TASKS ('' = DEFAULT_TASKS); algo runs: their task
-    lengths: str = ""           # context lengths ('' = training length x 1,2,4,8,16); algo runs: bin ends N,2N,3N
-    depths: int = 0             # needle depths per length, evenly spaced in [0, 1] (0 = 3; --quick: 1, i.e. 0.5)
-    samples: int = 2            # samples per (task, length, depth)
-    haystack: str = "repeat"    # repeat (filler sentences) | needle (distractor needles) | corpus (val text)
-    seed: int = 0               # sample seed: same keys and values at every length and depth
-    score: str = "rank"         # metric of the top-level score: rank | exact
-    stride: int = 0             # ppl sliding windows: score the last `stride` tokens of each window (0 = L)
-    ppl_tokens: int = 0         # scored tokens per length, from the start of the val documents (0 = 32768; --quick 8192)
-    buckets: str = "log2"       # ppl position buckets: log2 | N equal-width buckets
-    no_longppl: bool = False    # skip LongPPL
-    longppl_short: int = 64     # LongPPL short context (tokens)
-    alpha: float = 2.0          # LongPPL: minimum loss drop short -> full context
-    beta: float = 2.0           # LongPPL: maximum full-context loss
-    evaluator: str = ""         # LongPPL key tokens from another run's checkpoint ('' = this model)
-    no_probes: bool = False     # skip the attention probes
-    probe_samples: int = 1      # val text windows per length for sink rate / entropy
-    eps: float = 0.3            # sink threshold (arXiv 2410.10781)
-    algo_samples: int = 256     # examples per length bin for algorithmic runs
-    logn: bool = False          # SWAN log-n query scaling at evaluation (model.config.logn_scale = True)
-    quick: bool = False         # cheaper, for sweeps: 1 depth (0.5), 8192 ppl tokens
-    ckpt: str = "ckpt.pt"       # checkpoint file in the run folder
-    out: str = ""               # output path ('' = RUN/eval.json)
-    batch_tokens: int = 8192    # tokens per forward pass
-    max_len: int = 65536        # sanity limit on lengths
-    device: str = "auto"        # auto | cpu | cuda | cuda:N
-    quiet: bool = False         # no progress bar
+    run: str = flag("", "run folder", positional=True)
+    ckpt: str = flag("final", "checkpoint: final | warmdown | a --save_at fraction (0.25)")
+    tasks: str = flag("", f"comma-separated: ppl, grid and tasks.py TASKS ('' = {DEFAULT_TASKS}); algo runs: their task")
+    lengths: str = flag("", "context lengths ('' = training length x 1,2,4,8,16); algo runs: bin ends N,2N,3N")
+    depths: int = flag(0, "needle depths per length, evenly spaced in [0, 1] (0 = 3; --quick: 1, i.e. 0.5)")
+    samples: int = flag(2, "samples per (task, length, depth)")
+    haystack: str = flag("repeat", "repeat (filler sentences) | needle (distractor needles) | corpus (val text)")
+    seed: int = flag(0, "sample seed: same keys and values at every length and depth")
+    score: str = flag("rank", "metric of the top-level score: rank | exact")
+    stride: int = flag(0, "ppl sliding windows: score the last `stride` tokens of each window (0 = L)")
+    ppl_tokens: int = flag(0, "scored tokens per length, from the start of the val documents (0 = 32768; --quick 8192)")
+    buckets: str = flag("log2", "ppl position buckets: log2 | N equal-width buckets")
+    no_longppl: bool = flag(False, "skip LongPPL")
+    longppl_short: int = flag(64, "LongPPL short context (tokens)")
+    alpha: float = flag(2.0, "LongPPL: minimum loss drop short -> full context")
+    beta: float = flag(2.0, "LongPPL: maximum full-context loss")
+    evaluator: str = flag("", "LongPPL key tokens from another run's final checkpoint ('' = this model)")
+    no_probes: bool = flag(False, "skip the attention probes")
+    probe_samples: int = flag(1, "val text windows per length for sink rate / entropy")
+    eps: float = flag(0.3, "sink threshold (arXiv 2410.10781)")
+    algo_samples: int = flag(256, "examples per length bin for algorithmic runs")
+    grid_bits: int = flag(6, "grid: bit-width of the grid the weights are measured against")
+    grid_clip: str = flag("", "grid: clip rule of the grid ('' = the run's own)")
+    logn: bool = flag(False, "SWAN log-n query scaling at evaluation (model.config.logn_scale = True)")
+    quick: bool = flag(False, "cheaper, for sweeps: 1 depth (0.5), 8192 ppl tokens")
+    out: str = flag("", "output path ('' = RUN/eval.json)")
+    batch_tokens: int = flag(8192, "tokens per forward pass")
+    max_len: int = flag(65536, "sanity limit on lengths")
+    device: str = flag("auto", "auto | cpu | cuda | cuda:N")
+    quiet: bool = flag(False, "no progress bar")
 
 
 def parse_args(argv=None):
-    p = train.OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("run")
-    helps = train.field_help(EvalConfig)
-    for f in dataclasses.fields(EvalConfig)[1:]:
-        if f.type in (bool, "bool"):
-            p.add_argument(f"--{f.name}", action="store_true", help=helps.get(f.name))
-        else:
-            p.add_argument(f"--{f.name}", type={"int": int, "float": float, "str": str}.get(f.type, f.type),
-                           default=f.default, help=f"{helps.get(f.name, '')} (default {f.default!r})")
-    ec = EvalConfig(**vars(p.parse_args(argv)))
+    ec = parse(EvalConfig, argv, __doc__)
     ec.depths = ec.depths or (1 if ec.quick else 3)
     ec.ppl_tokens = ec.ppl_tokens or (8192 if ec.quick else 32768)
     return ec
@@ -483,17 +442,6 @@ def int_list(s, name):
         return [int(x) for x in s.split(",") if x.strip()]
     except ValueError:
         raise UserError(f"malformed --{name} {s!r}: comma-separated integers") from None
-
-
-def load_run(path, ckpt_name="ckpt.pt", logn=False):
-    """(model, train config, model config dict) of a run folder."""
-    if not os.path.isdir(path):
-        raise UserError(f"run folder not found: {path}")
-    ckpt = train.load_checkpoint(os.path.join(path, ckpt_name))
-    model = train.model_from_checkpoint(ckpt, **({"logn_scale": True} if logn else {}))
-    names = {f.name for f in dataclasses.fields(train.TrainConfig)}
-    tc = train.TrainConfig(**{k: v for k, v in ckpt.get("train_config", {}).items() if k in names})
-    return model.eval(), tc, ckpt["model_config"]
 
 
 def check(ec, tc, mcfg, tasks, lengths):
@@ -507,6 +455,15 @@ def check(ec, tc, mcfg, tasks, lengths):
                         "--longppl_short >= 2")
     if ec.stride < 0 or (ec.buckets != "log2" and not ec.buckets.isdigit()):
         raise UserError("--stride must be >= 0 and --buckets log2 or a positive integer")
+    if ec.out and not os.path.isdir(os.path.dirname(os.path.abspath(ec.out))):
+        raise UserError(f"--out {ec.out}: no folder {os.path.dirname(os.path.abspath(ec.out))}")
+    if "grid" in tasks:
+        try:
+            check_bits(ec.grid_bits)
+            parse_clip(ec.grid_clip or mcfg.clip)
+        except ValueError as e:
+            raise UserError(f"--grid_bits/--grid_clip: {e}") from None
+        return
     if not lengths:
         raise UserError("--lengths is empty")
     if tc.algo:
@@ -514,7 +471,7 @@ def check(ec, tc, mcfg, tasks, lengths):
         if bad:
             raise UserError(f"{ec.run} was trained on --algo {tc.algo}: --tasks can only be {tc.algo}, not {bad[0]!r}")
         return
-    known = ["ppl"] + list(TASKS)
+    known = ["ppl", "grid"] + list(TASKS)
     bad = [t for t in tasks if t not in known]
     if bad:
         hint = " (an algorithmic task: only for runs trained with --algo)" if bad[0] in ALGO_TASKS else ""
@@ -522,8 +479,8 @@ def check(ec, tc, mcfg, tasks, lengths):
     for L in lengths:
         if not 2 <= L <= ec.max_len:
             raise UserError(f"length {L} outside [2, --max_len {ec.max_len}]")
-    if mcfg["pos"] == "learned" and max(lengths) > mcfg["block_size"]:
-        raise UserError(f"pos=learned has only block_size={mcfg['block_size']} positions: cannot evaluate "
+    if mcfg.pos == "learned" and max(lengths) > mcfg.block_size:
+        raise UserError(f"pos=learned has only block_size={mcfg.block_size} positions: cannot evaluate "
                         f"length {max(lengths)}")
 
 
@@ -532,7 +489,7 @@ def short_val_loss(model, corpus, block, ec, device):
     run's result.json holds this very number (same deterministic function, and log-n scaling is
     off within the training length), so a finished run's final checkpoint reuses it."""
     path = os.path.join(ec.run, "result.json")
-    if ec.ckpt == "ckpt.pt" and os.path.exists(path):
+    if ec.ckpt == "final" and os.path.exists(path):
         try:
             return dict(val_loss=float(json.load(open(path))["metrics"]["val_loss"]), block_size=block,
                         source="result.json")
@@ -542,17 +499,14 @@ def short_val_loss(model, corpus, block, ec, device):
                 block_size=block, source="evaluated")
 
 
-def cost(tokens, L):
-    """Progress-bar work units of a forward over `tokens` tokens at length L (attention grows with L)."""
-    return tokens * (1 + L / 2048)
-
-
 def evaluate_run(ec):
     t0 = time.time()
-    device = ("cuda" if torch.cuda.is_available() else "cpu") if ec.device == "auto" else ec.device
-    model, tc, mcfg = load_run(ec.run, ec.ckpt, ec.logn)
-    model.to(device)
-    train_len = mcfg["block_size"]
+    device = cli.resolve_device(ec.device)
+    model, tc, ckpt = train.load_run(ec.run, ec.ckpt)
+    if ec.logn:
+        model = train.model_from_checkpoint(ckpt, logn_scale=True)
+    model.to(device).eval()
+    mcfg, train_len = model.config, model.config.block_size
     if tc.algo:
         N = train.algo_lengths(tc)[1]
         tasks = [t for t in ec.tasks.split(",") if t.strip()] or [tc.algo]
@@ -561,51 +515,51 @@ def evaluate_run(ec):
         tasks = [t for t in (ec.tasks or DEFAULT_TASKS).split(",") if t.strip()]
         lengths = sorted(set(int_list(ec.lengths, "lengths") or [train_len * f for f in DEFAULT_FACTORS]))
     check(ec, tc, mcfg, tasks, lengths)
-    res = dict(run=ec.run, checkpoint=os.path.join(ec.run, ec.ckpt), train_length=train_len,
+    res = dict(run=ec.run, checkpoint=os.path.join(ec.run, train.checkpoint_file(ec.ckpt)), train_length=train_len,
                eval_config=dataclasses.asdict(ec), tasks_evaluated=tasks, lengths=lengths,
-               model_config=mcfg, train_config=dataclasses.asdict(tc), versions=train.versions(), device=device)
+               model_config=dataclasses.asdict(mcfg), train_config=dataclasses.asdict(tc),
+               versions=cli.versions(), device=device)
+    if "grid" in tasks:  # the weights alone: no data, no lengths
+        clip = ec.grid_clip or mcfg.clip
+        res.update(tasks_evaluated=["grid"], grid_distance=dict(bits=ec.grid_bits, clip=clip, ckpt=ec.ckpt,
+                                                                **grid_distance(model, ec.grid_bits, clip)))
+        return dict(res, wall_s=time.time() - t0)
     from tqdm import tqdm
     if tc.algo:
         with tqdm(total=len(lengths), disable=ec.quiet, desc=tc.algo, dynamic_ncols=True) as bar:
             algo = eval_algo(model, tc, lengths, ec.algo_samples, device, bar)
         past = [v["exact"] for v in algo["by_length"].values() if v["lo"] > algo["train_len"][1]]
-        short = train.evaluate_algo(model, tc, device)
+        short = algo_eval(model, tc.algo, train.algo_lengths(tc), train_len, tc.seed, tc.algo_offset, device=device)
         res.update(tasks={tc.algo: algo}, score=float(np.mean(past)) if past else None,
                    score_def="mean exact match over the input-length bins past the training maximum",
                    sink_rate=None, ppl=None, short=dict(val_loss=short["loss"], val_acc=short["acc"]))
         return dict(res, wall_s=time.time() - t0)
 
-    corpus = train.load_corpus(tc.data, tc.tokenizer, tc.vocab_size, tc.cache_dir, tc.val_frac)
-    enc, n_train = corpus.enc, corpus.meta["n_train_tokens"]
-    # val documents, without their trailing end-of-text separator
-    docs = [np.asarray(corpus.val[d["start"] - n_train:d["end"] - n_train - 1])
-            for d in corpus.meta["docs"] if d["split"] == "val"]
+    corpus = train.corpus_of(tc)
+    docs = corpus.val_docs()  # without their trailing end-of-text separator
     haystack = {"repeat": None, "needle": "needle", "corpus": corpus.val}[ec.haystack]
+    if corpus.enc is None and [t for t in tasks if t in TASKS]:
+        raise UserError(f"{ec.run}'s corpus has no tokenizer (--tokenizer none): only ppl can be evaluated")
     evaluator = None
     if ec.evaluator:
-        evaluator, etc, _ = load_run(ec.evaluator, "ckpt.pt")
+        evaluator, etc, _ = train.load_run(ec.evaluator)
         if (etc.tokenizer, etc.vocab_size) != (tc.tokenizer, tc.vocab_size):
             raise UserError(f"--evaluator {ec.evaluator} uses another tokenizer ({etc.tokenizer}/{etc.vocab_size})")
-        evaluator.to(device)
+        evaluator.to(device).eval()
     retrieval = [t for t in tasks if t in TASKS]
     probe_lengths = sorted(set(lengths) | {train_len})
-    ppl_tok = lambda L: min(ec.ppl_tokens, sum(max(len(d) - 1, 0) for d in docs))
-    total = sum(cost(ppl_tok(L), L) * (2 if evaluator else 1) for L in lengths) * ("ppl" in tasks)
-    total += sum(cost(5 * ec.depths * ec.samples * L, L) for L in lengths) * len(retrieval)
-    total += 0 if ec.no_probes else sum(cost(2 * ec.probe_samples * L, L) for L in probe_lengths)
-    total += 0 if ec.no_longppl or "ppl" not in tasks else cost(2 * ec.ppl_tokens, ec.longppl_short)
-    bar = tqdm(total=round(total), disable=ec.quiet, dynamic_ncols=True, unit="tok",
-               bar_format="{l_bar}{bar}| {elapsed}<{remaining}")
+    total = len(lengths) * ("ppl" in tasks) + len(retrieval) * len(lengths) + len(probe_lengths) * (not ec.no_probes)
+    bar = tqdm(total=total, disable=ec.quiet, dynamic_ncols=True, bar_format="{l_bar}{bar}| {elapsed}<{remaining}")
     if "ppl" in tasks:
         bar.set_description("ppl")
         res["ppl"] = eval_ppl(model, docs, lengths, ec, evaluator, device, bar)
     res["tasks"] = {}
     for t in retrieval:
         bar.set_description(t)
-        res["tasks"][t] = eval_task(model, enc, t, lengths, ec, haystack, device, bar)
+        res["tasks"][t] = eval_task(model, corpus.enc, t, lengths, ec, haystack, device, bar)
     if not ec.no_probes:
         bar.set_description("probes")
-        res["probes"] = eval_probes(model, enc, corpus.val, probe_lengths, ec, device, bar)
+        res["probes"] = eval_probes(model, corpus.enc, corpus.val, probe_lengths, ec, device, bar)
     bar.close()
     res["short"] = short_val_loss(model, corpus, train_len, ec, device)
     past = [L for L in lengths if L > train_len] or lengths
@@ -620,6 +574,11 @@ def evaluate_run(ec):
 
 def fmt(x, spec=".3f"):
     return "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, spec)
+
+
+def tick(bar):
+    if bar is not None:
+        bar.update(1)
 
 
 def report(res):
@@ -664,19 +623,14 @@ def main(argv=None):
         torch.manual_seed(ec.seed)
         res = evaluate_run(ec)
         out = ec.out or os.path.join(ec.run, "eval.json")
-        train.write_json(out, clean(res))
-        print(report(res))
+        write_json(out, res)
+        if "grid_distance" in res:
+            g = res["grid_distance"]
+            print(f"{ec.run}: INT{g['bits']} grid distance {g['overall']:.4f} ({g['ckpt']} checkpoint, {g['clip']})")
+        else:
+            print(report(res))
         print(f"wrote {out} in {res['wall_s']:.0f} s")
-    train.cli(body)
-
-
-def clean(x):
-    """NaN / inf anywhere -> None, so eval.json is strict JSON."""
-    if isinstance(x, dict):
-        return {k: clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [clean(v) for v in x]
-    return None if isinstance(x, float) and not math.isfinite(x) else x
+    cli_main(body)
 
 
 if __name__ == "__main__":

@@ -1,15 +1,16 @@
 """
 One decoder-only GPT with every architectural flag of the studies, in one file.
 
-Base: pre-norm RMSNorm, RoPE, causal SDPA attention with grouped-query heads, ReLU^2 MLP,
-tied embeddings, zero-initialised output projections. Block Linear layers are QATLinear
-(quant.py): fake-quantised in the forward pass when config.bits < 16.
-
-Long-context flags (REFERENCE.md sections 6-7): QK-norm, sliding-window layer patterns, post-norm,
-a positional encoding per layer (RoPE, NoPE, ALiBi, partial RoPE, HoPE, ExPE; or learned absolute),
-SWAN, log-n query scaling and chunk-based sparse attention. No path builds a T x T matrix except
-inside SDPA's own kernels: dense global layers use SDPA's causal kernel (flash-style, O(T) memory,
-on CPU and GPU); windowed, ALiBi and retrieval attention work in query blocks.
+Read it top to bottom: the config, then the base transformer (RMSNorm, MLP, attention, block,
+GPT: pre-norm, RoPE, causal SDPA attention with grouped-query heads, ReLU^2 MLP, tied embeddings,
+zero-initialised output projections), then one section per family of long-context variants:
+  - positional encodings: RoPE and its extension scalings (PI, NTK, YaRN, Llama 3), partial
+    RoPE, HoPE, ExPE, ALiBi, NoPE, learned absolute positions, SWAN's per-layer mix, log-n scaling
+  - attention kernels: sliding windows and ALiBi without a T x T matrix, and the one mask rule
+    that every kernel and the attention probes share
+  - chunk-based sparse attention (landmark retrieval of past chunks)
+Block Linear layers are QATLinear (quant.py): fake-quantised in the forward pass when bits < 16.
+No path builds a T x T matrix except inside SDPA's own kernels.
 """
 import math
 from dataclasses import dataclass, fields
@@ -19,7 +20,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from quant import QATEmbedding, QATLinear
+from cli import flag
+from quant import QATEmbedding, QATLinear, check_bits, parse_clip
 
 POS_KINDS = ("rope", "nope", "alibi", "hope", "expe")  # per-layer kinds; "learned" is model-wide
 ROPE_SCALINGS = ("none", "pi", "ntk", "dynamic_ntk", "yarn", "llama3")  # ABF is a new rope_theta, no scaling
@@ -29,45 +31,50 @@ NORM_ORDERS = ("pre", "post")
 
 @dataclass
 class GPTConfig:
-    vocab_size: int = 4096     # tokenizer vocabulary (including the end-of-text token)
-    block_size: int = 256      # training context length (positions beyond it are evaluation-only)
-    n_layer: int = 4           # transformer blocks
-    n_head: int = 4            # query heads
-    n_kv_head: int = 4         # key/value heads; n_head % n_kv_head == 0 (GQA; 1 = MQA)
-    n_embd: int = 128          # residual width; head_dim = n_embd // n_head
-    mlp: str = "relu2"         # relu2 (ReLU squared, modded-nanogpt) | swiglu | gelu
-    mlp_ratio: float = 4.0     # hidden width / n_embd (swiglu uses 2/3 of it to keep the count)
-    tie_embeddings: bool = True  # share the token embedding with the output head
-    rope_theta: float = 10000.0  # RoPE base b: inv_freq_i = b^(-2i/d)
-    rope_scaling: str = "none"   # context extension: none | pi | ntk | dynamic_ntk | yarn | llama3
-    rope_factor: float = 1.0     # extension scale s = L'/L
-    rope_original_len: int = 0   # pretraining length L the scaling is relative to (0 = block_size)
-    yarn_beta_fast: float = 32.0  # YaRN ramp: pairs with more than beta_fast rotations in L are kept
-    yarn_beta_slow: float = 1.0   # YaRN ramp: pairs with fewer than beta_slow rotations are interpolated
-    bits: int = 16             # QAT bit-width of block Linear weights, 2..8; 16 = full precision
-    clip: str = "absmax"       # per-row clip rule of the quantisation grid: absmax | quantile:Q | std:K
-    quant_embed: bool = False  # also fake-quantise the token embedding and output head
-    # long-context architecture (REFERENCE.md sections 6-7); lists are comma-separated strings
-    qk_norm: str = "none"      # RMSNorm of q, k: none | layer (whole projection, Olmo 2/3) | head (Qwen3, Gemma 3)
-    norm_order: str = "pre"    # pre: x + f(norm(x)) | post: x + norm(f(x)) (Olmo 2)
-    window: int = 0            # sliding window (tokens) of the windowed layers; 0 = every layer global
-    global_every: int = 0      # with window: last layer of each group of k is global (4 = 3 windowed : 1 global)
-    layer_pattern: str = ""    # explicit per-layer spans w | g, e.g. "w,w,w,g" (overrides global_every)
-    pos: str = "rope"          # positions: rope | nope | alibi | hope | expe | learned (absolute, added to wte)
-    pos_pattern: str = ""      # per-layer kinds overriding pos, e.g. "rope,rope,rope,nope" (learned not allowed)
-    swan: bool = False         # SWAN-GPT (arXiv 2504.08719): RoPE on windowed layers, NoPE on global layers
-    rope_frac: float = 1.0     # partial RoPE: fraction of each head's dims rotated (rounded to even)
-    rope_scaling_layers: str = "all"  # rope_scaling applies to: all | global (Olmo 3: windowed keep plain RoPE)
-    hope_cutoff: int = 0       # HoPE (arXiv 2410.21216): pairs of wavelength > cutoff unrotated (0 = block_size)
-    expe_dims: int = 2         # ExPE (arXiv 2509.19569): leading dims of each q, k head := S + slope * position
-    expe_start: float = 1.0    # ExPE offset S
-    expe_slope: float = 0.0    # ExPE slope per token (0 = 1 / block_size: grows by 1 over the training length)
-    logn_scale: bool = False   # SWAN: q *= max(1, ln(pos+1) / ln L_train) in global layers; read at forward time
-    chunk_layers: str = ""     # chunk sparse attention (arXiv 2510.17196) in layers: "" | all | indices "1,3"
-    chunk_size: int = 64       # tokens per retrievable chunk; also chunk layers' local window when window = 0
-    chunk_topk: int = 2        # past chunks each query retrieves (hard top-k, in training as in evaluation)
+    vocab_size: int = 4096      # set from the tokenizer, not a flag
+    block_size: int = flag(256, "training context length (positions beyond it are evaluation-only)")
+    n_layer: int = flag(4, "transformer blocks (train.py: default from --size)")
+    n_head: int = flag(4, "query heads (train.py: default from --size)")
+    n_kv_head: int = flag(0, "key/value heads, dividing n_head: GQA (1 = MQA; 0 = n_head)")
+    n_embd: int = flag(128, "residual width; head_dim = n_embd // n_head (train.py: default from --size)")
+    mlp: str = flag("relu2", "relu2 (ReLU squared, modded-nanogpt) | swiglu | gelu")
+    mlp_ratio: float = flag(4.0, "hidden width / n_embd (swiglu uses 2/3 of it to keep the count)")
+    tie_embeddings: bool = flag(True, "share the token embedding with the output head")
+    # quantisation-aware training (quant.py)
+    bits: int = flag(16, "QAT bit-width of the block Linear weights, 2..8; 16 = full precision")
+    clip: str = flag("absmax", "per-row clip rule of the quantisation grid: absmax | quantile:Q | std:K")
+    quant_embed: bool = flag(False, "also fake-quantise the token embedding and output head")
+    # long-context architecture; lists are comma-separated strings
+    qk_norm: str = flag("none", "RMSNorm of q, k: none | layer (whole projection, Olmo 2/3) | head (Qwen3)")
+    norm_order: str = flag("pre", "pre: x + f(norm(x)) | post: x + norm(f(x)) (Olmo 2)")
+    window: int = flag(0, "sliding window (tokens) of the windowed layers; 0 = every layer global")
+    global_every: int = flag(0, "with window: the last layer of each group of k is global (4 = 3:1)")
+    layer_pattern: str = flag("", "explicit per-layer spans w | g, e.g. 'w,w,w,g' (overrides global_every)")
+    pos: str = flag("rope", "positions: rope | nope | alibi | hope | expe | learned (absolute, added to wte)")
+    pos_pattern: str = flag("", "per-layer kinds overriding pos, e.g. 'rope,rope,rope,nope'")
+    swan: bool = flag(False, "SWAN-GPT (arXiv 2504.08719): RoPE on windowed layers, NoPE on global layers")
+    logn_scale: bool = flag(False, "SWAN: q *= max(1, ln(pos+1) / ln L_train) in global layers; read at forward time")
+    rope_theta: float = flag(10000.0, "RoPE base b: inv_freq_i = b^(-2i/d) (ABF raises it)")
+    rope_frac: float = flag(1.0, "partial RoPE: fraction of each head's dims rotated (rounded to even)")
+    rope_scaling: str = flag("none", "context extension: none | pi | ntk | dynamic_ntk | yarn | llama3")
+    rope_factor: float = flag(1.0, "extension scale s = L'/L")
+    rope_original_len: int = flag(0, "pretraining length L the scaling is relative to (0 = block_size)")
+    rope_scaling_layers: str = flag("all", "rope_scaling applies to: all | global (Olmo 3: windowed keep plain RoPE)")
+    yarn_beta_fast: float = flag(32.0, "YaRN ramp: pairs with more than beta_fast rotations in L are kept")
+    yarn_beta_slow: float = flag(1.0, "YaRN ramp: pairs with fewer than beta_slow rotations are interpolated")
+    hope_cutoff: int = flag(0, "HoPE (arXiv 2410.21216): pairs of wavelength > cutoff unrotated (0 = block_size)")
+    expe_dims: int = flag(2, "ExPE (arXiv 2509.19569): leading dims of each q, k head := S + slope * position")
+    expe_start: float = flag(1.0, "ExPE offset S")
+    expe_slope: float = flag(0.0, "ExPE slope per token (0 = 1 / block_size: grows by 1 over the training length)")
+    chunk_layers: str = flag("", "chunk sparse attention (arXiv 2510.17196) in layers: '' | all | indices '1,3'")
+    chunk_size: int = flag(64, "tokens per retrievable chunk; also chunk layers' local window when window = 0")
+    chunk_topk: int = flag(2, "past chunks each query retrieves (hard top-k, in training as in evaluation)")
 
     def __post_init__(self):
+        if self.n_kv_head == 0:
+            self.n_kv_head = self.n_head
+        if min(self.vocab_size, self.block_size, self.n_layer, self.n_head, self.n_embd) < 1 or self.mlp_ratio <= 0:
+            raise ValueError("vocab_size, block_size, n_layer, n_head, n_embd and mlp_ratio must be positive")
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}")
         if self.n_kv_head < 1 or self.n_head % self.n_kv_head:
@@ -76,9 +83,7 @@ class GPTConfig:
             raise ValueError(f"head_dim={self.n_embd // self.n_head} must be even for RoPE")
         if self.mlp not in ("relu2", "swiglu", "gelu"):
             raise ValueError(f"unknown mlp {self.mlp!r}: relu2 | swiglu | gelu")
-        if self.bits not in (2, 3, 4, 5, 6, 7, 8, 16):
-            raise ValueError(f"bits={self.bits} not in 2..8 or 16")
-        from quant import parse_clip
+        check_bits(self.bits, full=True)
         parse_clip(self.clip)
         self._check_long_context()
 
@@ -88,6 +93,8 @@ class GPTConfig:
                               ("rope_scaling", ROPE_SCALINGS)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"unknown {name} {getattr(self, name)!r}: {' | '.join(allowed)}")
+        if not self.rope_theta > 1:
+            raise ValueError(f"rope_theta={self.rope_theta} must be > 1")
         if self.rope_factor < 1 or self.rope_original_len < 0 or min(self.yarn_beta_fast, self.yarn_beta_slow) <= 0:
             raise ValueError(f"rope_factor={self.rope_factor} must be >= 1, rope_original_len="
                              f"{self.rope_original_len} >= 0 and the yarn betas > 0")
@@ -114,18 +121,36 @@ class GPTConfig:
 
     @classmethod
     def from_dict(cls, d):
-        """Build from a saved dict, ignoring unknown keys is NOT allowed: a checkpoint from a
-        different model version must fail loudly rather than load the wrong architecture."""
-        names = {f.name for f in fields(cls)}
-        unknown = set(d) - names
+        """Build from a saved dict. Unknown keys are an error: a checkpoint from another model
+        version must fail loudly rather than load the wrong architecture."""
+        unknown = set(d) - {f.name for f in fields(cls)}
         if unknown:
             raise ValueError(f"unknown model config keys {sorted(unknown)}")
         return cls(**d)
 
 
+# Size presets by non-embedding parameter count (about 12 * n_layer * n_embd^2):
+# name -> (n_layer, n_embd, n_head). Head dim 32 for the tiny ones, 64 from 3M up.
+SIZES = {
+    "0.1M": (2, 64, 2),
+    "0.5M": (3, 128, 4),
+    "1M": (5, 128, 4),
+    "3M": (4, 256, 4),
+    "5M": (6, 256, 4),
+    "8M": (7, 320, 5),
+    "15M": (8, 384, 6),
+    "30M": (10, 512, 8),
+    "50M": (10, 640, 10),
+    "100M": (14, 768, 12),
+    "175M": (14, 1024, 16),
+    "250M": (16, 1152, 18),
+    "350M": (18, 1280, 20),
+}
+
+
 class Layer(NamedTuple):
-    """What one block's attention does: window (0 = global causal), positional kind, chunk retrieval,
-    and whether rope_scaling applies to it."""
+    """What one block's attention does: window (0 = global causal), positional kind, chunk
+    retrieval, and whether rope_scaling applies to it."""
     window: int
     pos: str
     chunk: bool
@@ -174,189 +199,8 @@ def layer_plan(c):
     return plan
 
 
-def rope_dims(c):
-    """Rotated dims per head (partial RoPE: the leading rope_frac of each head, rounded to even)."""
-    return 2 * round(c.rope_frac * (c.n_embd // c.n_head) / 2)
-
-
-# Size presets by non-embedding parameter count (about 12 * n_layer * n_embd^2):
-# name -> (n_layer, n_embd, n_head). Head dim 32 for the tiny ones, 64 from 3M up.
-SIZES = {
-    "0.1M": (2, 64, 2),
-    "0.5M": (3, 128, 4),
-    "1M": (5, 128, 4),
-    "3M": (4, 256, 4),
-    "5M": (6, 256, 4),
-    "8M": (7, 320, 5),
-    "15M": (8, 384, 6),
-    "30M": (10, 512, 8),
-    "50M": (10, 640, 10),
-    "100M": (14, 768, 12),
-    "175M": (14, 1024, 16),
-    "250M": (16, 1152, 18),
-    "350M": (18, 1280, 20),
-}
-
-
-def rope_inv_freq(head_dim, theta, method="none", factor=1.0, original_len=None,
-                  beta_fast=32.0, beta_slow=1.0, seq_len=None,
-                  low_freq_factor=1.0, high_freq_factor=4.0):
-    """RoPE inverse frequencies inv_freq_i = theta^(-2i/d), i in [0, d/2), optionally rescaled
-    for context extension. Returns (inv_freq [d/2] float64 tensor, attention_factor).
-
-    method: none | pi | ntk | dynamic_ntk | yarn | llama3 (formulas: REFERENCE.md section 6; the
-    conventions of transformers' modeling_rope_utils). ABF (arXiv 2309.16039) is no scaling: a new theta.
-    original_len: the pretraining length L (needed by dynamic_ntk, yarn, llama3).
-    attention_factor multiplies cos and sin (so the logits scale by its square); 1 except yarn."""
-    if method not in ROPE_SCALINGS:
-        raise ValueError(f"unknown RoPE scaling method {method!r}: {' | '.join(ROPE_SCALINGS)}")
-    d = head_dim
-    i = torch.arange(0, d, 2, dtype=torch.float64)
-    base = lambda b: b ** (-i / d)
-    # d = 2 has one pair of frequency 1 whatever the base: the NTK base changes are no-ops
-    if method == "none" or factor == 1.0 or (d == 2 and method in ("ntk", "dynamic_ntk")):
-        return base(theta), 1.0
-    s = float(factor)
-    L = original_len
-    if L is None and method in ("dynamic_ntk", "yarn", "llama3"):
-        raise ValueError(f"RoPE scaling {method} needs original_len (the pretraining length)")
-    if method == "pi":  # position interpolation, arXiv 2306.15595
-        return base(theta) / s, 1.0
-    if method == "ntk":  # NTK-aware base change (bloc97)
-        return base(theta * s ** (d / (d - 2))), 1.0
-    if method == "dynamic_ntk":  # no change within the original length
-        l = seq_len if seq_len is not None else L
-        if l <= L:
-            return base(theta), 1.0
-        return base(theta * ((s * l / L) - (s - 1)) ** (d / (d - 2))), 1.0
-    if method == "yarn":  # arXiv 2309.00071: ramp between PI and unchanged, plus temperature
-        inv = base(theta)
-        dim = lambda r: d * math.log(L / (2 * math.pi * r)) / (2 * math.log(theta))
-        low = max(math.floor(dim(beta_fast)), 0)
-        high = min(math.ceil(dim(beta_slow)), d - 1)
-        if low == high:
-            high += 0.001  # avoid a zero-width ramp
-        gamma = ((i / 2 - low) / (high - low)).clamp(0, 1)  # pair index i/2
-        # gamma = 1 for low-frequency pairs (interpolated), 0 for high-frequency pairs (kept)
-        inv_new = (inv / s) * gamma + inv * (1 - gamma)
-        return inv_new, 0.1 * math.log(s) + 1.0
-    if method == "llama3":  # Llama 3.1 frequency-dependent blend
-        inv = base(theta)
-        wavelen = 2 * math.pi / inv
-        low_wl, high_wl = L / low_freq_factor, L / high_freq_factor
-        smooth = ((L / wavelen) - low_freq_factor) / (high_freq_factor - low_freq_factor)
-        blended = (1 - smooth) * inv / s + smooth * inv
-        out = torch.where(wavelen > low_wl, inv / s, blended)
-        out = torch.where(wavelen < high_wl, inv, out)
-        return out, 1.0
-
-
-def apply_rope(x, cos, sin):
-    """Rotate pairs (x_i, x_{i+r/2}) of the leading r = 2 * cos.shape[-1] dims by angle pos * inv_freq_i
-    (GPT-NeoX half-split layout; the remaining dims pass through: partial RoPE).
-    x: [B, H, T, D]; cos, sin: [T, r/2]."""
-    d = cos.shape[-1]
-    x1, x2, rest = x[..., :d], x[..., d:2 * d], x[..., 2 * d:]
-    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos, rest], dim=-1)
-
-
-def alibi_slopes(n_head):
-    """ALiBi (arXiv 2108.12409) head slopes m_h = 2^(-8h/H), h = 1..H."""
-    return torch.tensor([2.0 ** (-8.0 * h / n_head) for h in range(1, n_head + 1)])
-
-
-def apply_expe(x, values):
-    """ExPE (arXiv 2509.19569) on q or k: overwrite the leading dims of every head with the fixed
-    position signal values [T, e] (S + slope * n). Our choice: q and k of each head rather than the
-    embedding, so it is a per-layer kind; the logit gains e * (S + slope*n)(S + slope*m) / sqrt(D),
-    for a query at n linear in the key position m. No trained parameters."""
-    B, H, T, _ = x.shape
-    return torch.cat([values.to(x.dtype).expand(B, H, T, values.shape[-1]), x[..., values.shape[-1]:]], -1)
-
-
 # -----------------------------------------------------------------------------
-# Attention kernels: q [B, H, T, D], k and v [B, Hkv, T, D] -> [B, H, T, D], causal.
-# MAX_SCORES bounds the attention scores one SDPA call may hold (query block x keys x heads x batch).
-
-MAX_SCORES = 2 ** 25
-
-
-def attend(q, k, v, window=0, slopes=None):
-    """Causal attention over all keys (window 0) or the last `window` keys; slopes: ALiBi."""
-    if window and window < q.shape[2]:
-        return band_attention(q, k, v, window, slopes)
-    if slopes is not None:
-        return alibi_attention(q, k, v, slopes)
-    # SDPA's causal kernel never materialises T x T (flash-style on CPU and CUDA)
-    return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=k.shape[1] != q.shape[1])
-
-
-def sdpa_alibi(q, k, v, slopes, x, **kw):
-    """SDPA with ALiBi folded into two extra q/k columns, because the fast kernels take a boolean
-    mask but a float bias sends them to the slow T x T path: q gains m_h * sqrt(D), k gains x_j (key
-    position relative to any per-row constant), so the logit gains m_h * x_j, which is the bias
-    -m_h (i - j) up to a per-row constant that softmax ignores. v gets zero columns (CPU flash
-    wants equal head dims). Runs in float32: positions x in bf16 would be rounded (steps of 16 at 4k)."""
-    B, H, Tq, D = q.shape
-    Hkv, Tk = k.shape[1], k.shape[2]
-    m = (slopes.to(q.device) * D ** 0.5).view(1, H, 1, 1).expand(B, H, Tq, 1)
-    xk = x.float().view(1, 1, Tk, 1).expand(k.shape[0], Hkv, Tk, 1)
-    with torch.autocast(q.device.type, enabled=False):
-        qa = torch.cat([q.float(), m, torch.zeros_like(m)], -1)
-        ka = torch.cat([k.float(), xk, torch.zeros_like(xk)], -1)
-        y = F.scaled_dot_product_attention(qa, ka, F.pad(v.float(), (0, 2)), scale=D ** -0.5,
-                                           enable_gqa=Hkv != H, **kw)
-    return y[..., :D].to(q.dtype)
-
-
-def band_attention(q, k, v, W, slopes=None):
-    """Sliding-window attention, query i sees keys (i-W, i]. Queries go in blocks of W; each block
-    attends to the previous and its own key block (2W keys) through a W x 2W band mask, so memory
-    is O(T x W) and no T x T mask exists."""
-    B, H, T, D = q.shape
-    Hkv, nb = k.shape[1], -(-T // W)
-    q = F.pad(q, (0, 0, 0, nb * W - T))                      # pad the queries to whole blocks
-    k, v = (F.pad(t, (0, 0, W, nb * W - T)) for t in (k, v))  # plus one block of (masked) keys in front
-    qb = q.view(B, H, nb, W, D).transpose(1, 2)              # [B, nb, H, W, D]
-    kb, vb = (t.unfold(2, 2 * W, W).permute(0, 2, 1, 4, 3) for t in (k, v))  # [B, nb, Hkv, 2W, D]
-    r, c = torch.arange(W, device=q.device)[:, None], torch.arange(2 * W, device=q.device)[None]
-    band = (W + r - c >= 0) & (W + r - c < W)                # i - j = W + r - c for row r, key column c
-    per_call = max(1, MAX_SCORES // (B * H * W * 2 * W))     # blocks per SDPA call
-    out = []
-    for s in range(0, nb, per_call):
-        n = min(nb, s + per_call) - s
-        mask = band.expand(n, 1, W, 2 * W)
-        if s == 0:  # block 0: the key block in front is padding
-            mask = torch.cat([(band & (c >= W))[None, None], mask[1:]])
-        args = (qb[:, s:s + n].reshape(B * n, H, W, D), kb[:, s:s + n].reshape(B * n, Hkv, 2 * W, D),
-                vb[:, s:s + n].reshape(B * n, Hkv, 2 * W, D))
-        mask = mask.repeat(B, 1, 1, 1)
-        if slopes is None:
-            y = F.scaled_dot_product_attention(*args, attn_mask=mask, enable_gqa=Hkv != H)
-        else:  # key position relative to the query block's start: |x| < W
-            y = sdpa_alibi(*args, slopes, c[0] - W, attn_mask=mask)
-        out.append(y.view(B, n, H, W, D))
-    return torch.cat(out, 1).transpose(1, 2).reshape(B, H, nb * W, D)[:, :, :T]
-
-
-def alibi_attention(q, k, v, slopes):
-    """Global causal attention with ALiBi. Queries go in blocks of n rows attending to keys [0, end)
-    with an n x end boolean mask, so memory is O(n x T) at a time, never T x T (compute stays
-    quadratic, as in any global layer). The first block is square: SDPA's causal kernel."""
-    B, H, T, D = q.shape
-    n = max(1, MAX_SCORES // (B * T))
-    out = []
-    for s in range(0, T, n):
-        e = min(T, s + n)
-        x = torch.arange(e, device=q.device) - s  # key position relative to the block start
-        i, j = torch.arange(s, e, device=q.device)[:, None], torch.arange(e, device=q.device)[None]
-        causal = dict(is_causal=True) if s == 0 else dict(attn_mask=j <= i)
-        out.append(sdpa_alibi(q[:, :, s:e], k[:, :, :e], v[:, :, :e], slopes, x, **causal))
-    return torch.cat(out, 2)
-
-
-# -----------------------------------------------------------------------------
-# Modules
+# The base transformer
 
 class RMSNorm(nn.Module):
     def __init__(self, dim, eps=1e-6):
@@ -368,71 +212,27 @@ class RMSNorm(nn.Module):
         return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
 
 
-class ChunkRetrieval(nn.Module):
-    """Retrieval branch of chunk-based sparse attention (arXiv 2510.17196; landmarks arXiv 2305.16300).
-
-    Each complete chunk of chunk_size tokens gets one landmark key from a small non-linear encoder:
-    ReLU^2 MLP over the chunk's hidden states, attention-pooled by a learned CLS query. Each query
-    scores the landmarks of the complete chunks strictly before its own chunk (causal), keeps the
-    top-k (hard, sparse, in training as in evaluation), attends within each selected chunk and mixes
-    the k results by the softmax of their landmark scores (the landmarks' gradient path). The output
-    has its own zero-initialised projection and is added to the residual stream on its own
-    ("bypassing residual path"). Retrieval uses the position-free (pre-RoPE) q and k, so it is the
-    same at any distance. Memory: keys of the selected chunks are gathered per query block,
-    O(block x k x chunk_size x head_dim); no T x T matrix."""
-
+class MLP(nn.Module):
     def __init__(self, cfg):
         super().__init__()
-        self.C, self.K = cfg.chunk_size, cfg.chunk_topk
-        self.n_head, self.head_dim = cfg.n_head, cfg.n_embd // cfg.n_head
+        self.kind = cfg.mlp
+        hidden = int(cfg.mlp_ratio * cfg.n_embd)
         q = dict(bits=cfg.bits, clip=cfg.clip)
-        self.c_enc = QATLinear(cfg.n_embd, cfg.n_embd, **q)                    # chunk encoder MLP
-        self.cls = nn.Parameter(torch.zeros(cfg.n_embd))                        # CLS pooling query (1-D)
-        self.c_lm = QATLinear(cfg.n_embd, cfg.n_head * self.head_dim, **q)     # landmark key per head
-        self.c_proj = QATLinear(cfg.n_head * self.head_dim, cfg.n_embd, **q)   # own output (zero-init)
+        if self.kind == "swiglu":
+            hidden = int(2 * hidden / 3)
+            self.c_gate = QATLinear(cfg.n_embd, hidden, **q)
+        self.c_fc = QATLinear(cfg.n_embd, hidden, **q)
+        self.c_proj = QATLinear(hidden, cfg.n_embd, **q)
 
-    def landmarks(self, x):
-        """x [B, T, E] -> one landmark key per complete chunk and head, [B, H, T // C, D]."""
-        B, T, E = x.shape
-        nc = T // self.C
-        h = F.relu(self.c_enc(x[:, :nc * self.C])).square().view(B, nc, self.C, E)
-        a = torch.softmax(h @ self.cls * E ** -0.5, dim=2)  # CLS attention over the chunk's tokens
-        pooled = (a.unsqueeze(-1) * h).sum(2)
-        return self.c_lm(pooled).view(B, nc, self.n_head, self.head_dim).transpose(1, 2)
-
-    def forward(self, x, q, k, v):
-        """x: attention input [B, T, E]; q [B, H, T, D], k/v [B, Hkv, T, D] without positions.
-        Returns the branch output [B, T, E], or None when no query has a complete past chunk."""
-        B, H, T, D = q.shape
-        C, nc = self.C, T // self.C
-        if T <= C:
-            return None
-        lm = self.landmarks(x)
-        kc, vc = (t[:, :, :nc * C].reshape(B, t.shape[1], nc, C, D) for t in (k, v))
-        per_block = max(1, MAX_SCORES // 2 // (B * H * min(self.K, nc) * C * D))  # bounds the gathered keys
-        out = [q.new_zeros(B, H, C, D)]  # chunk 0 has nothing to retrieve
-        for s in range(C, T, per_block):
-            out.append(self._retrieve(q[:, :, s:s + per_block], s, lm, kc, vc))
-        y = torch.cat(out, 2).transpose(1, 2).reshape(B, T, H * D)
-        return self.c_proj(y)
-
-    def _retrieve(self, q, s, lm, kc, vc):
-        B, H, n, D = q.shape
-        nc = lm.shape[2]
-        own = torch.arange(s, s + n, device=q.device) // self.C
-        past = torch.arange(nc, device=q.device)[None] < own[:, None]  # [n, nc]: complete and strictly earlier
-        score = (q @ lm.transpose(-1, -2) * D ** -0.5).masked_fill(~past, float("-inf"))
-        top, idx = score.topk(min(self.K, nc), dim=-1)  # hard selection [B, H, n, K]
-        ok = torch.isfinite(top)  # fewer than K past chunks early in the sequence
-        m = top[..., :1].detach()
-        m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
-        w = torch.where(ok, torch.exp(torch.where(ok, top, m) - m), torch.zeros_like(top))
-        w = w / w.sum(-1, keepdim=True).clamp_min(1e-30)  # softmax over the selected landmarks
-        b = torch.arange(B, device=q.device).view(B, 1, 1, 1)
-        h = (torch.arange(H, device=q.device) // (H // kc.shape[1])).view(1, H, 1, 1)
-        kg, vg = kc[b, h, idx], vc[b, h, idx]  # [B, H, n, K, C, D]
-        att = torch.softmax(torch.einsum("bhnd,bhnkcd->bhnkc", q, kg) * D ** -0.5, dim=-1)
-        return torch.einsum("bhnk,bhnkd->bhnd", w, torch.einsum("bhnkc,bhnkcd->bhnkd", att, vg))
+    def forward(self, x):
+        h = self.c_fc(x)
+        if self.kind == "relu2":
+            h = F.relu(h).square()
+        elif self.kind == "gelu":
+            h = F.gelu(h)
+        else:
+            h = F.silu(self.c_gate(x)) * h
+        return self.c_proj(h)
 
 
 class Attention(nn.Module):
@@ -485,28 +285,22 @@ class Attention(nn.Module):
         y = self.c_proj(y.transpose(1, 2).reshape(B, T, -1))
         return y, (self.retr(x, q0, k0, v) if self.retr is not None else None)
 
-
-class MLP(nn.Module):
-    def __init__(self, cfg):
-        super().__init__()
-        self.kind = cfg.mlp
-        hidden = int(cfg.mlp_ratio * cfg.n_embd)
-        q = dict(bits=cfg.bits, clip=cfg.clip)
-        if self.kind == "swiglu":
-            hidden = int(2 * hidden / 3)
-            self.c_gate = QATLinear(cfg.n_embd, hidden, **q)
-        self.c_fc = QATLinear(cfg.n_embd, hidden, **q)
-        self.c_proj = QATLinear(hidden, cfg.n_embd, **q)
-
-    def forward(self, x):
-        h = self.c_fc(x)
-        if self.kind == "relu2":
-            h = F.relu(h).square()
-        elif self.kind == "gelu":
-            h = F.gelu(h)
-        else:
-            h = F.silu(self.c_gate(x)) * h
-        return self.c_proj(h)
+    def maps(self, x, pe):
+        """For probes: yield (branch, start, A) for the one sequence x [1, T, E]. A [H, n, T] holds
+        the attention probabilities of queries start..start+n-1 over every key, computed from this
+        layer's own q, k, mask and ALiBi slopes (what the kernels compute without storing it);
+        branch "attn", and "retrieval" for a chunk layer's retrieval branch."""
+        q, k, _, q0, k0 = self.qkv(x, pe)
+        q, k = q[0].float(), k[0].float().repeat_interleave(self.n_head // self.n_kv_head, 0)
+        H, T, _ = q.shape
+        n = max(1, MAX_SCORES // 4 // (H * T))
+        slopes = getattr(self, "slopes", None)
+        for s in range(0, T, n):
+            A = attention_probs(q[:, s:s + n], k, s, self.layer.window, slopes)
+            yield "attn", s, F.pad(A, (0, T - A.shape[-1]))
+        if self.retr is not None:
+            for s, A in self.retr.maps(x, q0, k0, n):
+                yield "retrieval", s, A
 
 
 class Block(nn.Module):
@@ -516,12 +310,14 @@ class Block(nn.Module):
         self.ln_1, self.attn = RMSNorm(cfg.n_embd), Attention(cfg, layer)
         self.ln_2, self.mlp = RMSNorm(cfg.n_embd), MLP(cfg)
 
+    def attn_input(self, x):
+        return x if self.post else self.ln_1(x)
+
     def forward(self, x, pe):
+        y, r = self.attn(self.attn_input(x), pe)
         if self.post:  # Olmo 2: x + norm(f(x)); the retrieval branch bypasses the norm
-            y, r = self.attn(x, pe)
             x = x + self.ln_1(y) if r is None else x + self.ln_1(y) + r
             return x + self.ln_2(self.mlp(x))
-        y, r = self.attn(self.ln_1(x), pe)
         x = x + y if r is None else x + y + r
         return x + self.mlp(self.ln_2(x))
 
@@ -553,6 +349,61 @@ class GPT(nn.Module):
             nn.init.normal_(self.wpe.weight, std=0.02)
         if self.lm_head is not None:
             nn.init.zeros_(self.lm_head.weight)  # untied head starts exactly uniform (modded-nanogpt)
+
+    def num_params(self, non_embedding=False):
+        """Parameter count; non_embedding excludes the token (and learned position) embedding and an
+        untied head."""
+        n = sum(p.numel() for p in self.parameters())
+        if non_embedding:
+            n -= self.wte.weight.numel()
+            if self.wpe is not None:
+                n -= self.wpe.weight.numel()
+            if self.lm_head is not None:
+                n -= self.lm_head.weight.numel()
+        return n
+
+    def embed(self, idx):
+        x = self.wte(idx)
+        if self.wpe is not None:
+            T = idx.shape[1]
+            if T > self.config.block_size:
+                raise ValueError(f"pos=learned has only block_size={self.config.block_size} positions; "
+                                 f"cannot run {T} tokens")
+            x = x + self.wpe(torch.arange(T, device=idx.device))
+        return x
+
+    def forward(self, idx, targets=None, reduction="mean"):
+        """idx [B, T] token ids -> (logits [B, T, V] float32, loss or None).
+        reduction='none' returns the per-token loss [B, T] (targets < 0 are ignored)."""
+        B, T = idx.shape
+        x = self.embed(idx)
+        pe = self.positions(T, idx.device)
+        for block in self.blocks:
+            x = block(x, pe)
+        x = self.ln_f(x)
+        # tied head: reuse the (possibly fake-quantised) embedding matrix
+        logits = (self.lm_head(x) if self.lm_head is not None else F.linear(x, self.wte.effective_weight())).float()
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1),
+                                   ignore_index=-1, reduction=reduction)
+            if reduction == "none":
+                loss = loss.view(B, T)
+        return logits, loss
+
+    @torch.no_grad()
+    def attention_maps(self, idx):
+        """For probes (evaluate.py): run one sequence idx [1, T] and yield (layer, branch, start, A)
+        from every layer's Attention.maps, in query blocks, so no T x T map is ever held."""
+        x = self.embed(idx)
+        pe = self.positions(idx.shape[1], idx.device)
+        for i, block in enumerate(self.blocks):
+            for branch, start, A in block.attn.maps(block.attn_input(x), pe):
+                yield i, branch, start, A
+            x = block(x, pe)
+
+    # -------------------------------------------------------------------------
+    # positional tables shared by the layers of one forward pass
 
     def set_rope(self):
         """(Re)compute RoPE frequencies from the config (call again after changing rope_* fields)."""
@@ -604,38 +455,278 @@ class GPT(nn.Module):
             pe["logn"] = (torch.log(n) / math.log(L)).clamp_min(1.0)[:, None]
         return pe
 
-    def num_params(self, non_embedding=False):
-        """Parameter count; non_embedding excludes the token (and learned position) embedding and an
-        untied head."""
-        n = sum(p.numel() for p in self.parameters())
-        if non_embedding:
-            n -= self.wte.weight.numel()
-            if self.wpe is not None:
-                n -= self.wpe.weight.numel()
-            if self.lm_head is not None:
-                n -= self.lm_head.weight.numel()
-        return n
 
-    def forward(self, idx, targets=None, reduction="mean"):
-        """idx [B, T] token ids -> (logits [B, T, V] float32, loss or None).
-        reduction='none' returns the per-token loss [B, T] (targets < 0 are ignored)."""
-        B, T = idx.shape
-        x = self.wte(idx)
-        if self.wpe is not None:
-            if T > self.config.block_size:
-                raise ValueError(f"pos=learned has only block_size={self.config.block_size} positions; "
-                                 f"cannot run {T} tokens")
-            x = x + self.wpe(torch.arange(T, device=idx.device))
-        pe = self.positions(T, idx.device)
-        for block in self.blocks:
-            x = block(x, pe)
-        x = self.ln_f(x)
-        # tied head: reuse the (possibly fake-quantised) embedding matrix
-        logits = (self.lm_head(x) if self.lm_head is not None else F.linear(x, self.wte.effective_weight())).float()
-        loss = None
-        if targets is not None:
-            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1),
-                                   ignore_index=-1, reduction=reduction)
-            if reduction == "none":
-                loss = loss.view(B, T)
-        return logits, loss
+# -----------------------------------------------------------------------------
+# Positional encodings
+
+def rope_dims(c):
+    """Rotated dims per head (partial RoPE: the leading rope_frac of each head, rounded to even)."""
+    return 2 * round(c.rope_frac * (c.n_embd // c.n_head) / 2)
+
+
+def rope_inv_freq(head_dim, theta, method="none", factor=1.0, original_len=None,
+                  beta_fast=32.0, beta_slow=1.0, seq_len=None,
+                  low_freq_factor=1.0, high_freq_factor=4.0):
+    """RoPE inverse frequencies inv_freq_i = theta^(-2i/d), i in [0, d/2) (RoFormer, arXiv
+    2104.09864, eq. 15), optionally rescaled for context extension. Returns (inv_freq [d/2]
+    float64 tensor, attention_factor); attention_factor multiplies cos and sin (so the logits scale
+    by its square): 1 except yarn. original_len is the pretraining length L (dynamic_ntk, yarn and
+    llama3 need it); s = factor = L'/L. The conventions follow transformers' modeling_rope_utils.
+    ABF (arXiv 2309.16039) is no scaling: a new theta."""
+    if method not in ROPE_SCALINGS:
+        raise ValueError(f"unknown RoPE scaling method {method!r}: {' | '.join(ROPE_SCALINGS)}")
+    d = head_dim
+    i = torch.arange(0, d, 2, dtype=torch.float64)
+    base = lambda b: b ** (-i / d)
+    # d = 2 has one pair of frequency 1 whatever the base: the NTK base changes are no-ops
+    if method == "none" or factor == 1.0 or (d == 2 and method in ("ntk", "dynamic_ntk")):
+        return base(theta), 1.0
+    s = float(factor)
+    L = original_len
+    if L is None and method in ("dynamic_ntk", "yarn", "llama3"):
+        raise ValueError(f"RoPE scaling {method} needs original_len (the pretraining length)")
+    if method == "pi":  # position interpolation (arXiv 2306.15595): every frequency / s
+        return base(theta) / s, 1.0
+    if method == "ntk":  # NTK-aware base change (bloc97): b' = b s^(d / (d - 2))
+        return base(theta * s ** (d / (d - 2))), 1.0
+    if method == "dynamic_ntk":  # at length l > L: b' = b ((s l / L) - (s - 1))^(d / (d - 2)); none within L
+        l = seq_len if seq_len is not None else L
+        if l <= L:
+            return base(theta), 1.0
+        return base(theta * ((s * l / L) - (s - 1)) ** (d / (d - 2))), 1.0
+    if method == "yarn":  # arXiv 2309.00071 eqs. 17-23: ramp between PI and unchanged, plus temperature
+        inv = base(theta)
+        dim = lambda r: d * math.log(L / (2 * math.pi * r)) / (2 * math.log(theta))  # pair with r rotations in L
+        low = max(math.floor(dim(beta_fast)), 0)
+        high = min(math.ceil(dim(beta_slow)), d - 1)
+        if low == high:
+            high += 0.001  # avoid a zero-width ramp
+        gamma = ((i / 2 - low) / (high - low)).clamp(0, 1)  # pair index i/2
+        # gamma = 1 for low-frequency pairs (interpolated), 0 for high-frequency pairs (kept)
+        inv_new = (inv / s) * gamma + inv * (1 - gamma)
+        return inv_new, 0.1 * math.log(s) + 1.0  # mscale: logits scale by its square
+    if method == "llama3":  # Llama 3.1 (arXiv 2407.21783) frequency-dependent blend
+        inv = base(theta)
+        wavelen = 2 * math.pi / inv
+        low_wl, high_wl = L / low_freq_factor, L / high_freq_factor
+        smooth = ((L / wavelen) - low_freq_factor) / (high_freq_factor - low_freq_factor)
+        blended = (1 - smooth) * inv / s + smooth * inv
+        out = torch.where(wavelen > low_wl, inv / s, blended)
+        out = torch.where(wavelen < high_wl, inv, out)
+        return out, 1.0
+
+
+def apply_rope(x, cos, sin):
+    """Rotate pairs (x_i, x_{i+r/2}) of the leading r = 2 * cos.shape[-1] dims by angle pos * inv_freq_i
+    (GPT-NeoX half-split layout; the remaining dims pass through: partial RoPE).
+    x: [B, H, T, D]; cos, sin: [T, r/2]."""
+    d = cos.shape[-1]
+    x1, x2, rest = x[..., :d], x[..., d:2 * d], x[..., 2 * d:]
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos, rest], dim=-1)
+
+
+def alibi_slopes(n_head):
+    """ALiBi (arXiv 2108.12409) head slopes m_h = 2^(-8h/H), h = 1..H."""
+    return torch.tensor([2.0 ** (-8.0 * h / n_head) for h in range(1, n_head + 1)])
+
+
+def apply_expe(x, values):
+    """ExPE (arXiv 2509.19569) on q or k: overwrite the leading dims of every head with the fixed
+    position signal values [T, e] (S + slope * n). Our choice: q and k of each head rather than the
+    embedding, so it is a per-layer kind; the logit gains e * (S + slope*n)(S + slope*m) / sqrt(D),
+    for a query at n linear in the key position m. No trained parameters."""
+    B, H, T, _ = x.shape
+    return torch.cat([values.to(x.dtype).expand(B, H, T, values.shape[-1]), x[..., values.shape[-1]:]], -1)
+
+
+# -----------------------------------------------------------------------------
+# Attention kernels: q [B, H, T, D], k and v [B, Hkv, T, D] -> [B, H, T, D], causal.
+# MAX_SCORES bounds the attention scores one SDPA call may hold (query block x keys x heads x batch).
+
+MAX_SCORES = 2 ** 25
+
+
+def visible(i, j, window=0):
+    """The one mask rule of every kernel and probe: query position i sees key position j when
+    j <= i (causal) and, in a windowed layer, j > i - window."""
+    ok = j <= i
+    return ok & (j > i - window) if window else ok
+
+
+def attend(q, k, v, window=0, slopes=None):
+    """Causal attention over all keys (window 0) or the last `window` keys; slopes: ALiBi."""
+    if window and window < q.shape[2]:
+        return band_attention(q, k, v, window, slopes)
+    if slopes is not None:
+        return alibi_attention(q, k, v, slopes)
+    # SDPA's causal kernel never materialises T x T (flash-style on CPU and CUDA)
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=k.shape[1] != q.shape[1])
+
+
+def attention_probs(q, k, start=0, window=0, slopes=None):
+    """Explicit softmax(q k^T / sqrt(D) + ALiBi bias) of queries at positions start..start+n-1
+    (q [H, n, D]) over keys 0..start+n-1 (k [H, >= start+n, D]) under visible(): the probabilities
+    the kernels above compute implicitly. -> [H, n, start + n]."""
+    H, n, D = q.shape
+    e = start + n
+    s = (q @ k[:, :e].transpose(1, 2)) * D ** -0.5
+    i = torch.arange(start, e, device=q.device)[:, None]
+    j = torch.arange(e, device=q.device)[None]
+    if slopes is not None:
+        s = s - slopes.to(s.device).view(H, 1, 1) * (i - j).to(s.dtype)
+    return torch.softmax(s.masked_fill(~visible(i, j, window), float("-inf")), -1)
+
+
+def sdpa_alibi(q, k, v, slopes, x, **kw):
+    """SDPA with ALiBi folded into two extra q/k columns, because the fast kernels take a boolean
+    mask but a float bias sends them to the slow T x T path: q gains m_h * sqrt(D), k gains x_j (key
+    position relative to any per-row constant), so the logit gains m_h * x_j, which is the bias
+    -m_h (i - j) up to a per-row constant that softmax ignores. v gets zero columns (CPU flash
+    wants equal head dims). Runs in float32: positions x in bf16 would be rounded (steps of 16 at 4k)."""
+    B, H, Tq, D = q.shape
+    Hkv, Tk = k.shape[1], k.shape[2]
+    m = (slopes.to(q.device) * D ** 0.5).view(1, H, 1, 1).expand(B, H, Tq, 1)
+    xk = x.float().view(1, 1, Tk, 1).expand(k.shape[0], Hkv, Tk, 1)
+    with torch.autocast(q.device.type, enabled=False):
+        qa = torch.cat([q.float(), m, torch.zeros_like(m)], -1)
+        ka = torch.cat([k.float(), xk, torch.zeros_like(xk)], -1)
+        y = F.scaled_dot_product_attention(qa, ka, F.pad(v.float(), (0, 2)), scale=D ** -0.5,
+                                           enable_gqa=Hkv != H, **kw)
+    return y[..., :D].to(q.dtype)
+
+
+def band_attention(q, k, v, W, slopes=None):
+    """Sliding-window attention, query i sees keys (i-W, i]. Queries go in blocks of W; each block
+    attends to the previous and its own key block (2W keys) through a W x 2W band mask, so memory
+    is O(T x W) and no T x T mask exists."""
+    B, H, T, D = q.shape
+    Hkv, nb = k.shape[1], -(-T // W)
+    q = F.pad(q, (0, 0, 0, nb * W - T))                      # pad the queries to whole blocks
+    k, v = (F.pad(t, (0, 0, W, nb * W - T)) for t in (k, v))  # plus one block of (masked) keys in front
+    qb = q.view(B, H, nb, W, D).transpose(1, 2)              # [B, nb, H, W, D]
+    kb, vb = (t.unfold(2, 2 * W, W).permute(0, 2, 1, 4, 3) for t in (k, v))  # [B, nb, Hkv, 2W, D]
+    r, c = torch.arange(W, device=q.device)[:, None], torch.arange(2 * W, device=q.device)[None]
+    band = visible(W + r, c, W)                              # row r is position W + r of the key block
+    per_call = max(1, MAX_SCORES // (B * H * W * 2 * W))     # blocks per SDPA call
+    out = []
+    for s in range(0, nb, per_call):
+        n = min(nb, s + per_call) - s
+        mask = band.expand(n, 1, W, 2 * W)
+        if s == 0:  # block 0: the key block in front is padding
+            mask = torch.cat([(band & (c >= W))[None, None], mask[1:]])
+        args = (qb[:, s:s + n].reshape(B * n, H, W, D), kb[:, s:s + n].reshape(B * n, Hkv, 2 * W, D),
+                vb[:, s:s + n].reshape(B * n, Hkv, 2 * W, D))
+        mask = mask.repeat(B, 1, 1, 1)
+        if slopes is None:
+            y = F.scaled_dot_product_attention(*args, attn_mask=mask, enable_gqa=Hkv != H)
+        else:  # key position relative to the query block's start: |x| < W
+            y = sdpa_alibi(*args, slopes, c[0] - W, attn_mask=mask)
+        out.append(y.view(B, n, H, W, D))
+    return torch.cat(out, 1).transpose(1, 2).reshape(B, H, nb * W, D)[:, :, :T]
+
+
+def alibi_attention(q, k, v, slopes):
+    """Global causal attention with ALiBi. Queries go in blocks of n rows attending to keys [0, end)
+    with an n x end boolean mask, so memory is O(n x T) at a time, never T x T (compute stays
+    quadratic, as in any global layer). The first block is square: SDPA's causal kernel."""
+    B, H, T, D = q.shape
+    n = max(1, MAX_SCORES // (B * T))
+    out = []
+    for s in range(0, T, n):
+        e = min(T, s + n)
+        x = torch.arange(e, device=q.device) - s  # key position relative to the block start
+        i, j = torch.arange(s, e, device=q.device)[:, None], torch.arange(e, device=q.device)[None]
+        causal = dict(is_causal=True) if s == 0 else dict(attn_mask=visible(i, j))
+        out.append(sdpa_alibi(q[:, :, s:e], k[:, :, :e], v[:, :, :e], slopes, x, **causal))
+    return torch.cat(out, 2)
+
+
+# -----------------------------------------------------------------------------
+# Chunk-based sparse attention
+
+class ChunkRetrieval(nn.Module):
+    """Retrieval branch of chunk-based sparse attention (arXiv 2510.17196; landmarks arXiv 2305.16300).
+
+    Each complete chunk of chunk_size tokens gets one landmark key from a small non-linear encoder:
+    ReLU^2 MLP over the chunk's hidden states, attention-pooled by a learned CLS query. Each query
+    scores the landmarks of the complete chunks strictly before its own chunk (causal), keeps the
+    top-k (hard, sparse, in training as in evaluation), attends within each selected chunk and mixes
+    the k results by the softmax of their landmark scores (the landmarks' gradient path). The output
+    has its own zero-initialised projection and is added to the residual stream on its own
+    ("bypassing residual path"). Retrieval uses the position-free (pre-RoPE) q and k, so it is the
+    same at any distance. Memory: keys of the selected chunks are gathered per query block,
+    O(block x k x chunk_size x head_dim); no T x T matrix."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.C, self.K = cfg.chunk_size, cfg.chunk_topk
+        self.n_head, self.head_dim = cfg.n_head, cfg.n_embd // cfg.n_head
+        q = dict(bits=cfg.bits, clip=cfg.clip)
+        self.c_enc = QATLinear(cfg.n_embd, cfg.n_embd, **q)                    # chunk encoder MLP
+        self.cls = nn.Parameter(torch.zeros(cfg.n_embd))                        # CLS pooling query (1-D)
+        self.c_lm = QATLinear(cfg.n_embd, cfg.n_head * self.head_dim, **q)     # landmark key per head
+        self.c_proj = QATLinear(cfg.n_head * self.head_dim, cfg.n_embd, **q)   # own output (zero-init)
+
+    def landmarks(self, x):
+        """x [B, T, E] -> one landmark key per complete chunk and head, [B, H, T // C, D]."""
+        B, T, E = x.shape
+        nc = T // self.C
+        h = F.relu(self.c_enc(x[:, :nc * self.C])).square().view(B, nc, self.C, E)
+        a = torch.softmax(h @ self.cls * E ** -0.5, dim=2)  # CLS attention over the chunk's tokens
+        pooled = (a.unsqueeze(-1) * h).sum(2)
+        return self.c_lm(pooled).view(B, nc, self.n_head, self.head_dim).transpose(1, 2)
+
+    def forward(self, x, q, k, v):
+        """x: attention input [B, T, E]; q [B, H, T, D], k/v [B, Hkv, T, D] without positions.
+        Returns the branch output [B, T, E], or None when no query has a complete past chunk."""
+        B, H, T, D = q.shape
+        C, nc = self.C, T // self.C
+        if T <= C:
+            return None
+        lm = self.landmarks(x)
+        kc, vc = (t[:, :, :nc * C].reshape(B, t.shape[1], nc, C, D) for t in (k, v))
+        per_block = max(1, MAX_SCORES // 2 // (B * H * min(self.K, nc) * C * D))  # bounds the gathered keys
+        out = [q.new_zeros(B, H, C, D)]  # chunk 0 has nothing to retrieve
+        for s in range(C, T, per_block):
+            w, att, _, vg = self._retrieve(q[:, :, s:s + per_block], s, lm, kc, vc)
+            out.append(torch.einsum("bhnk,bhnkd->bhnd", w, torch.einsum("bhnkc,bhnkcd->bhnkd", att, vg)))
+        y = torch.cat(out, 2).transpose(1, 2).reshape(B, T, H * D)
+        return self.c_proj(y)
+
+    def _retrieve(self, q, s, lm, kc, vc):
+        """Queries s..s+n-1 -> (w [B, H, n, K] weights of the selected chunks, att [B, H, n, K, C]
+        attention within each, idx [B, H, n, K] the chunks, vg their values)."""
+        B, H, n, D = q.shape
+        nc = lm.shape[2]
+        own = torch.arange(s, s + n, device=q.device) // self.C
+        past = torch.arange(nc, device=q.device)[None] < own[:, None]  # [n, nc]: complete and strictly earlier
+        score = (q @ lm.transpose(-1, -2) * D ** -0.5).masked_fill(~past, float("-inf"))
+        top, idx = score.topk(min(self.K, nc), dim=-1)  # hard selection [B, H, n, K]
+        ok = torch.isfinite(top)  # fewer than K past chunks early in the sequence
+        m = top[..., :1].detach()
+        m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+        w = torch.where(ok, torch.exp(torch.where(ok, top, m) - m), torch.zeros_like(top))
+        w = w / w.sum(-1, keepdim=True).clamp_min(1e-30)  # softmax over the selected landmarks
+        b = torch.arange(B, device=q.device).view(B, 1, 1, 1)
+        h = (torch.arange(H, device=q.device) // (H // kc.shape[1])).view(1, H, 1, 1)
+        kg, vg = kc[b, h, idx], vc[b, h, idx]  # [B, H, n, K, C, D]
+        att = torch.softmax(torch.einsum("bhnd,bhnkcd->bhnkc", q, kg) * D ** -0.5, dim=-1)
+        return w, att, idx, vg
+
+    def maps(self, x, q, k, n):
+        """For probes: yield (start, A [H, n, T]), the retrieval branch's weight on every key
+        (landmark weight x attention within the chunk) for queries from the second chunk on."""
+        _, H, T, D = q.shape
+        C, nc = self.C, T // self.C
+        if T <= C:
+            return
+        lm = self.landmarks(x)
+        kc = k[:, :, :nc * C].reshape(1, k.shape[1], nc, C, D)
+        for s in range(0, T, n):
+            A = q.new_zeros(H, min(n, T - s), T, dtype=torch.float32)
+            if s + A.shape[1] > C:
+                a = max(s, C)
+                w, att, idx, _ = self._retrieve(q[:, :, a:s + A.shape[1]], a, lm, kc, kc)
+                keys = (idx[0, ..., None] * C + torch.arange(C, device=q.device)).flatten(-2)
+                A[:, a - s:].scatter_add_(-1, keys, (w[0, ..., None] * att[0]).flatten(-2).float())
+            yield s, A

@@ -175,7 +175,7 @@ grid_longctx() {
     done; done; done; done
 }
 
-# Positional encodings that extrapolate (REFERENCE.md section 7): train short, evaluate long. Variants:
+# Positional encodings that extrapolate (NoPE, ALiBi, HoPE, ExPE, SWAN, chunk attention): train short, evaluate long. Variants:
 # --pos rope|nope|alibi|hope|expe, SWAN-GPT (windowed RoPE layers + global NoPE layers, evaluated with
 # log-n scaling) and chunk sparse attention.
 grid_posenc() {
@@ -202,7 +202,7 @@ grid_posenc() {
     done
 }
 
-# Length generalisation on algorithmic tasks (REFERENCE.md section 9): train on input lengths 1..N,
+# Length generalisation on algorithmic tasks (e.g. arXiv 2207.02098): train on input lengths 1..N,
 # test on N, 2N, 3N with exact match (evaluate.py, the task name as --tasks, input lengths as --lengths).
 grid_lengen() {
     local d=$OUT/lengen size tasks pos seeds n block iters offset t p seed name run
@@ -332,34 +332,24 @@ run_pool() {  # args: LOGDIR ; stdin: command lines
 }
 
 # -----------------------------------------------------------------------------
-# After a study: the weight-to-grid probe (qat, when quant.py has it) and analyze.py.
+# After a study: the weight-to-grid probe (qat) and analyze.py.
 
-probe_lines() {  # quant.py probe per (size, lr, warmdown, seed): the INT6 run first, then FP16 and INT8
-    qat_axes
-    local d=$OUT/qat pb=6 size lr wd seed bits name runs n have
-    [[ " $QAT_BITS " == *" 6 "* ]] || pb=$(tr ' ' '\n' <<< "$QAT_BITS" | sort -n | head -1)
-    for size in $QAT_SIZES; do for lr in $QAT_LRS; do for wd in $QAT_WDS; do for seed in $QAT_SEEDS; do
-        runs=""; n=0; have=0
-        for bits in $pb $(tr ' ' '\n' <<< "$QAT_BITS" | grep -vx "$pb"); do
-            printf -v name '%s_b%s_wd%g_lr%g_wsd_muon_s%s' "$size" "$bits" "$wd" "$lr" "$seed"
-            [[ -f $d/$name/result.json && -f $d/$name/ckpt_warmdown.pt ]] || continue
-            [[ $bits == "$pb" || -n $runs ]] || continue  # the grid run (INT6) must be first
-            runs+=" $d/$name"; n=$((n + 1))
-            grep -q '"grid_distance"' "$d/$name/result.json" && have=$((have + 1))
-        done
-        (( n >= 2 && have < n )) && echo "$PY quant.py probe$runs --bits $pb --ckpt warmdown"
-    done; done; done; done
+probe_lines() {  # weight-to-grid distance on the INT6 grid (the lowest grid bits when 6 is not swept)
+    qat_axes          # of every QAT-grid run at its warmdown checkpoint: evaluate.py --tasks grid -> RUN/grid.json
+    local d=$OUT/qat pb=6 run
+    [[ " $QAT_BITS " == *" 6 "* ]] || pb=$(tr ' ' '\n' <<< "$QAT_BITS" | grep -vx 16 | sort -n | head -1)
+    for run in "$d"/*/; do
+        run=${run%/}
+        [[ -f $run/result.json && -f $run/ckpt_warmdown.pt && ! -f $run/grid.json ]] || continue
+        echo "$PY evaluate.py $run --tasks grid --ckpt warmdown --grid_bits $pb --out $run/grid.json --quiet"
+    done
 }
 
 post() {
     local study=$1 rc=0
     if [[ $study == qat ]]; then
-        if $PY quant.py probe --help > /dev/null 2>&1; then
-            note "grid-distance probe (quant.py probe) on the warmdown checkpoints"
-            run_pool "$OUT/qat/logs/probe" < <(probe_lines)
-        else
-            note "quant.py has no 'probe' command yet: grid-distance probe skipped"
-        fi
+        note "grid-distance probe (evaluate.py --tasks grid) on the warmdown checkpoints"
+        run_pool "$OUT/qat/logs/probe" < <(probe_lines)
     fi
     note "analysis: $PY analyze.py $OUT/$study"
     $PY analyze.py "$OUT/$study" || rc=$?
@@ -435,7 +425,7 @@ case $mode in
         done
         note "$study (SCALE=$SCALE): ${#GRID[@]} jobs, $((${#GRID[@]} - left)) finished, $left to run"
         [[ $SCALE == tiny ]] && for line in "${GRID[@]}"; do pending "$line"; [[ -n $PENDING ]] && echo "$PENDING"; done | estimate >&2
-        note "then: bash sweep.sh --post $study ($([[ $study == qat ]] && echo 'quant.py probe if available, ')python analyze.py $OUT/$study)"
+        note "then: bash sweep.sh --post $study ($([[ $study == qat ]] && echo 'evaluate.py --tasks grid, ')python analyze.py $OUT/$study)"
         ;;
     task)
         (( task <= ${#GRID[@]} )) || die "--task $task: $study has ${#GRID[@]} lines"

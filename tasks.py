@@ -403,11 +403,6 @@ def depth_grid(n):
 # B. scoring without free generation. logprobs: [T, V] log-softmax, row t predicts token t+1.
 
 
-def sequence_with_answer(sample):
-    """(prompt + answer ids, index of the first answer token)."""
-    return sample["prompt_ids"] + sample["answer_ids"], len(sample["prompt_ids"])
-
-
 def score_answer(logprobs, answer_start, answer_ids):
     """Teacher-forced log p(answer) and argmax exact match on every answer token.
     torch.argmax breaks ties toward the lowest token id (so a uniform model predicts id 0)."""
@@ -419,31 +414,16 @@ def score_answer(logprobs, answer_start, answer_ids):
             "exact": float(bool((lp.argmax(-1) == tgt).all()))}
 
 
-def rank_answer(model_logprob_fn, prompt_ids, answer_ids, distractor_ids, tol=1e-6):
-    """Rank the true answer among answer + distractors by total teacher-forced log-prob.
-    Tie rule: the credit is split, 1/m when the true answer is among m candidates tied (within
-    tol) for the best score -- the expected value of a random tie-break, without randomness.
-    So a uniform model scores exactly 1/(k+1); a strictly best true answer scores 1.0."""
-    def total(ans):
-        return score_answer(model_logprob_fn(prompt_ids + ans), len(prompt_ids), ans)["logprob"]
-    return rank_credit([total(a) for a in [answer_ids] + list(distractor_ids)], tol)
-
-
 def rank_credit(scores, tol=1e-6):
-    """Rank credit of scores[0] (the true answer) among all scores, with rank_answer's tie rule.
-    Separate so callers that batch the candidates' forward passes (evaluate.py) share the rule."""
+    """Rank credit of the true answer (scores[0], its total teacher-forced log-prob) among the
+    answer and its distractors. Tie rule: the credit is split, 1/m when the true answer is among
+    m candidates tied (within tol) for the best score -- the expected value of a random tie-break,
+    without randomness. So a uniform model scores exactly 1/(k+1); a strictly best true answer 1.0."""
     best = max(scores)
     if scores[0] < best - tol:
         return 0.0
     return 1.0 / sum(s >= best - tol for s in scores)
 
-
-def score_sample(model_logprob_fn, sample):
-    """{"logprob", "exact", "rank"} for one sample (k+2 forward passes)."""
-    ids, start = sequence_with_answer(sample)
-    out = score_answer(model_logprob_fn(ids), start, sample["answer_ids"])
-    out["rank"] = rank_answer(model_logprob_fn, sample["prompt_ids"], sample["answer_ids"], sample["distractor_ids"])
-    return out
 
 # -----------------------------------------------------------------------------
 # C. training mix: samples of random length and task, eot between, filler at the end
@@ -562,3 +542,35 @@ def algo_exact_match(pred_ids, target_ids, mask):
     """Per-example 1.0 if every masked position is predicted right, else 0.0 (shape [batch])."""
     ok = (pred_ids == target_ids) | (mask == 0)
     return ok.all(dim=-1).float()
+
+
+def algo_lengths(spec):
+    """'min,max' input lengths -> (min, max). Raises ValueError."""
+    try:
+        lo, hi = (int(v) for v in spec.split(","))
+    except ValueError:
+        lo = hi = 0
+    if not 1 <= lo <= hi:
+        raise ValueError(f"malformed --algo_len {spec!r}: min,max with 1 <= min <= max")
+    return lo, hi
+
+
+def algo_targets(task, lengths, rows, block, seed, offset_max=0):
+    """A training or evaluation batch of an algorithmic task: x, and y with -1 (no loss) everywhere
+    but the answer tokens. A pure function of seed (resume and DDP rely on it)."""
+    x, y, mask = algo_batch(task, *lengths, rows, block, random.Random(str(seed)), offset_max)
+    return x, y.masked_fill(mask == 0, -1)
+
+
+@torch.no_grad()
+def algo_eval(model, task, lengths, block, seed=0, offset_max=0, n=256, device="cpu"):
+    """Answer-token loss and exact match of model on n fixed examples with input lengths in
+    `lengths` (min, max): the one evaluation of algorithmic runs, in training and in evaluate.py."""
+    x, y = algo_targets(task, lengths, n, block, ("val", seed), offset_max)
+    was = model.training
+    model.eval()
+    logits, loss = model(x.to(device), y.to(device))
+    model.train(was)
+    mask = (y >= 0).long()
+    acc = algo_exact_match(logits.argmax(-1).cpu(), y.clamp_min(0), mask).float().mean().item()
+    return dict(loss=loss.item(), acc=acc, bpb=None, tokens=int(mask.sum()))

@@ -1,4 +1,5 @@
 """Shared test helpers: a tiny corpus and a tiny training run that take seconds on CPU."""
+import dataclasses
 import os
 import sys
 
@@ -27,12 +28,17 @@ def write_corpus(folder, n_docs=6, words=1500, seed=0):
 
 
 def tiny_config(tmp_path, **kw):
-    """A TrainConfig for a ~0.1M-parameter model on the tiny corpus: a few seconds on CPU."""
+    """A TrainConfig for a ~0.1M-parameter model on the tiny corpus: a few seconds on CPU.
+    Keyword arguments naming GPTConfig fields (block_size, bits, ...) go to the model flags."""
     data = write_corpus(str(tmp_path / "corpus"))
-    args = dict(size="0.1M", data=data, vocab_size=512, block_size=32, batch_size=8, iters=20,
+    args = dict(size="0.1M", data=data, vocab_size=512, batch_size=8, iters=20,
                 eval_interval=10, eval_tokens=2048, ckpt_every=10, out_dir=str(tmp_path / "run"),
                 cache_dir=str(tmp_path / "cache"), quiet=True, val_frac=0.34)
-    args.update(kw)
+    model = dict(block_size=32)
+    own = {f.name for f in dataclasses.fields(train.TrainConfig)}
+    for k, v in kw.items():
+        (args if k in own else model)[k] = v
+    args["model"] = {**model, **args.get("model", {})}
     return train.TrainConfig(**args)
 
 

@@ -13,6 +13,7 @@ import torch.nn as nn
 from conftest import ROOT, tiny_config
 import evaluate as E
 import tasks
+import data
 import train
 from model import GPT, GPTConfig, attend
 
@@ -30,7 +31,7 @@ def random_gpt(**kw):
 
 @pytest.fixture(scope="module")
 def enc():
-    return train.get_tokenizer("cl100k_base", 4096)
+    return data.get_tokenizer("cl100k_base", 4096)
 
 
 class Oracle(nn.Module):
@@ -77,8 +78,9 @@ def test_oracle_scores_100_and_uniform_scores_chance(enc, task):
     assert uni["logprob"] == pytest.approx(-n_ans * math.log(enc.n_vocab), rel=1e-5)
 
 
-def test_batched_scoring_equals_tasks_score_sample(enc):
-    """The batched, row-sliced path gives what tasks.score_sample gives with full forward passes."""
+def test_batched_scoring_equals_one_pass_per_candidate(enc):
+    """The batched, row-sliced path gives what full forward passes, one per candidate, give."""
+    from test_tasks import rank_answer
     model = random_gpt(vocab_size=enc.n_vocab, block_size=64, n_layer=2, n_embd=32, n_head=2, n_kv_head=2)
     samples = E.task_samples("niah_single", enc, 128, [0.0, 1.0], 2, 0, None)
     got = E.score_samples(model, samples, batch_tokens=600)
@@ -87,25 +89,17 @@ def test_batched_scoring_equals_tasks_score_sample(enc):
     def lp(ids):
         return torch.log_softmax(model(torch.tensor([ids]))[0][0], -1)
     for s, g in zip(samples, got):
-        want = tasks.score_sample(lp, s)
-        assert g["exact"] == want["exact"] and g["rank"] == want["rank"]
+        ids = s["prompt_ids"] + s["answer_ids"]
+        want = tasks.score_answer(lp(ids), len(s["prompt_ids"]), s["answer_ids"])
+        assert g["exact"] == want["exact"]
+        assert g["rank"] == rank_answer(lp, s["prompt_ids"], s["answer_ids"], s["distractor_ids"])
         assert g["logprob"] == pytest.approx(want["logprob"], abs=1e-4)
 
 
-def test_sink_rate_of_hand_made_maps():
-    T = 4
-    first = torch.zeros(T, T)
-    first[:, 0] = 1.0                      # every query on token 0: importance 1
-    ident = torch.eye(T)                   # each query on itself: importance of token 0 = 1/4
-    uniform = torch.tril(torch.ones(T, T))
-    uniform /= uniform.sum(-1, keepdim=True)  # importance of token 0 = (1 + 1/2 + 1/3 + 1/4) / 4
-    assert E.sink_importance(uniform)[0].item() == pytest.approx((1 + 1 / 2 + 1 / 3 + 1 / 4) / 4)
-    # key 2: queries 2, 3 give 1/3 and 1/4 -> mean 7/24
-    assert E.sink_importance(uniform)[2].item() == pytest.approx((1 / 3 + 1 / 4) / 2)
-    assert E.sink_rate(torch.stack([first, ident])) == 0.5
-    assert E.sink_rate(torch.stack([torch.stack([first, ident]), torch.stack([uniform, ident])])) == 0.5
-    assert E.sink_rate(torch.stack([first, ident, uniform])) == pytest.approx(2 / 3)
-    assert E.sink_rate(torch.stack([first, ident]), eps=1.0) == 0.0  # strictly greater than eps
+def test_sink_rate_of_hand_made_importances():
+    assert E.sink_rate(torch.tensor([[1.0, 0.25], [0.52, 0.25]])) == 0.5
+    assert E.sink_rate(torch.tensor([1.0, 0.25, 0.52])) == pytest.approx(2 / 3)
+    assert E.sink_rate(torch.tensor([1.0, 0.25]), eps=1.0) == 0.0  # strictly greater than eps
 
 
 def test_entropy_of_uniform_attention_is_log_t_plus_1():
@@ -173,31 +167,40 @@ def test_ppl_by_position_matches_by_length_and_sliding_windows_cover_each_token_
 
 @pytest.mark.parametrize("kw", [dict(), dict(window=6), dict(pos="alibi"), dict(pos="alibi", window=6),
                                 dict(n_kv_head=1, qk_norm="head"), dict(pos="hope", logn_scale=True),
-                                dict(pos="expe"), dict(chunk_layers="all", chunk_size=4)])
-def test_probe_attention_reproduces_the_model_attention(kw):
-    """head_attention on Attention.qkv's q, k (whole or in query blocks) times v gives the model's own
-    attention output (chunk layers: their local windowed attention); the probe's block-wise sink
-    importance and entropy equal the pure functions on the full maps."""
-    torch.manual_seed(0)
-    cfg = GPTConfig(vocab_size=64, block_size=8, n_layer=1, n_embd=32, n_head=4, **{"n_kv_head": 4, **kw})
+                                dict(pos="expe"), dict(norm_order="post"), dict(chunk_layers="all", chunk_size=4)])
+def test_probe_maps_reproduce_the_model_attention(kw):
+    """GPT.attention_maps times v gives each layer's own attention output (and, for chunk layers,
+    the retrieval branch's), so the probe sees what the model computes; the probe's sink importance
+    and entropy are the means over queries of column 0 and of the row entropies of those maps."""
+    cfg = GPTConfig(vocab_size=64, block_size=8, n_layer=2, n_embd=32, n_head=4, **kw)
     model = random_gpt(**cfg.__dict__)
-    attn, T = model.blocks[0].attn, 24
+    T = 24
     idx = torch.randint(0, 64, (1, T))
-    slope = lambda h: attn.slopes[h].item() if cfg.pos == "alibi" else None
+    maps = {}
+    for li, branch, s, A in model.attention_maps(idx):
+        maps.setdefault((li, branch), []).append(A)
+    maps = {k: torch.cat(v, 1) for k, v in maps.items()}
     with torch.no_grad():
-        x = model.blocks[0].ln_1(model.wte(idx))  # the attention input of layer 0 (pre-norm)
-        q, k, v = attn.qkv(x, model.positions(T, "cpu"))[:3]
-        want = attend(q, k, v, attn.layer.window, getattr(attn, "slopes", None))[0]
-        g = 4 // k.shape[1]
-        maps = torch.stack([E.head_attention(q[0, h], k[0, h // g], 0, attn.layer.window, slope(h)) for h in range(4)])
-        for h in range(4):
-            assert torch.allclose(maps[h] @ v[0, h // g], want[h], atol=1e-5)
-            for s in range(0, T, 5):
-                blk = E.head_attention(q[0, h, s:s + 5], k[0, h // g], s, attn.layer.window, slope(h))
-                assert torch.allclose(blk, maps[h, s:s + 5, :s + blk.shape[0]], atol=1e-6)
-        probe = E.attention_probe(model, idx, q_block=5)
-    assert torch.allclose(probe["sink"][0], E.sink_importance(maps)[:, 0], atol=1e-5)
-    assert torch.allclose(probe["entropy"][0], E.attention_entropy(maps).mean(-1), atol=1e-4)
+        x, pe = model.embed(idx), model.positions(T, "cpu")
+        for li, block in enumerate(model.blocks):
+            attn = block.attn
+            q, k, v, q0, k0 = attn.qkv(block.attn_input(x), pe)
+            vv = v[0].repeat_interleave(4 // v.shape[1], 0)
+            want = attend(q, k, v, attn.layer.window, getattr(attn, "slopes", None))[0]
+            A = maps[(li, "attn")]
+            assert A.shape == (4, T, T) and torch.allclose(A.sum(-1), torch.ones(4, T), atol=1e-5)
+            assert torch.allclose(A @ vv, want, atol=1e-5)
+            if attn.retr is not None:
+                R = maps[(li, "retrieval")]
+                y = (R @ vv).transpose(0, 1).reshape(T, -1)
+                assert torch.allclose(attn.retr.c_proj(y), attn.retr(block.attn_input(x), q0, k0, v)[0], atol=1e-5)
+            x = block(x, pe)
+        probe = E.attention_probe(model, idx)
+    for li in range(2):
+        A = maps[(li, "attn")]
+        assert torch.allclose(probe["sink"][li], A[..., 0].mean(-1), atol=1e-5)
+        assert torch.allclose(probe["entropy"][li], E.attention_entropy(A).mean(-1), atol=1e-4)
+    assert bool(probe["chunk_retrieval"]) == bool(kw.get("chunk_layers"))
 
 
 def test_retrieval_score_hand_made():
@@ -277,7 +280,7 @@ def test_bad_input_one_line_error(run_dir, capsys, args, msg):
 def test_missing_checkpoint_and_learned_positions(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert "no checkpoint" in one_line_error(capsys, str(tmp_path / "empty"))
-    assert "run folder not found" in one_line_error(capsys, str(tmp_path / "nothing"))
+    assert "no run folder" in one_line_error(capsys, str(tmp_path / "nothing"))
     cfg = tiny_config(tmp_path, iters=2, model={"pos": "learned"})
     train.train(cfg)
     err = one_line_error(capsys, cfg.out_dir, "--tasks", "ppl", "--lengths", "32,64")
@@ -285,7 +288,7 @@ def test_missing_checkpoint_and_learned_positions(tmp_path, capsys):
 
 
 def test_algo_run_train_short_test_long(tmp_path, capsys):
-    cfg = train.TrainConfig(algo="copy", algo_len="1,4", block_size=16, size="0.1M", iters=3, batch_size=8,
+    cfg = train.TrainConfig(algo="copy", algo_len="1,4", model=dict(block_size=16), size="0.1M", iters=3, batch_size=8,
                             eval_interval=10, out_dir=str(tmp_path / "copy"), quiet=True)
     train.train(cfg)
     E.main([cfg.out_dir, "--quiet", "--algo_samples", "16"])
@@ -298,9 +301,9 @@ def test_algo_run_train_short_test_long(tmp_path, capsys):
 
 
 def test_short_val_loss_reused_from_result_json_is_the_evaluated_one(run_dir):
-    model, tc, mcfg = E.load_run(run_dir)
-    corpus = train.load_corpus(tc.data, tc.tokenizer, tc.vocab_size, tc.cache_dir, tc.val_frac)
+    model, tc, _ = train.load_run(run_dir)
+    corpus = train.corpus_of(tc)
     reused = E.short_val_loss(model, corpus, 32, E.EvalConfig(run=run_dir), "cpu")
-    fresh = E.short_val_loss(model, corpus, 32, E.EvalConfig(run=run_dir, ckpt="other.pt"), "cpu")
+    fresh = E.short_val_loss(model, corpus, 32, E.EvalConfig(run=run_dir, ckpt="warmdown"), "cpu")
     assert (reused["source"], fresh["source"]) == ("result.json", "evaluated")
     assert reused["val_loss"] == pytest.approx(fresh["val_loss"], abs=1e-6)

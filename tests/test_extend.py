@@ -117,8 +117,7 @@ def run_extend(args):
 def test_training_free_run_record_and_lineage(parent, tmp_path):
     p = parent("rope")
     out = str(tmp_path / "yarn4")
-    r = run_extend([p, "--method", "yarn", "--factor", "4", "--beta_fast", "16", "--out_dir", out,
-                    "--eval_lengths", "32,64,128"])
+    r = run_extend([p, "--method", "yarn", "--factor", "4", "--beta_fast", "16", "--out_dir", out])
     parent_rec = json.load(open(os.path.join(p, "result.json")))
     assert set(parent_rec) <= set(r) and set(parent_rec["metrics"]) <= set(r["metrics"])
     assert r["lineage"]["parent"] == p and r["lineage"]["parent_ckpt"] == "final"
@@ -127,27 +126,26 @@ def test_training_free_run_record_and_lineage(parent, tmp_path):
     mc = r["model_config"]
     assert (mc["block_size"], mc["rope_original_len"]) == (128, 32)
     assert (mc["rope_scaling"], mc["rope_factor"]) == ("yarn", 4.0)
-    assert r["config"]["block_size"] == 128 and r["corpus"]["hash"] == parent_rec["corpus"]["hash"]
+    assert r["config"]["init_from"] == os.path.join(out, "init.pt") and r["corpus"]["hash"] == parent_rec["corpus"]["hash"]
     # the checkpoint loads like any run's, carries the parent's weights, and reproduces val_loss
-    ck = train.load_checkpoint(os.path.join(out, "ckpt.pt"))
-    model = train.model_from_checkpoint(ck)
+    model, cfg, ck = train.load_run(out)
     pk = train.load_checkpoint(os.path.join(p, "ckpt.pt"))
     assert all(torch.equal(v, pk["model"][k]) for k, v in ck["model"].items())
-    cfg = train.TrainConfig(**ck["train_config"])
-    assert train.model_config(cfg, mc["vocab_size"]) == model.config  # config and model_config agree
-    corpus = extend.load_corpus(cfg)
+    init = train.load_checkpoint(os.path.join(out, "init.pt"))  # the starting point train.py loaded
+    assert init["model_config"] == ck["model_config"] and init["extra"]["lineage"]["method"] == "yarn"
+    corpus = train.corpus_of(cfg)
     ev = train.evaluate(model, corpus.val, corpus.token_bytes, 128)
     assert ev["loss"] == pytest.approx(r["metrics"]["val_loss"], abs=1e-9)
-    assert r["metrics"]["val_loss_by_length"]["128"] == pytest.approx(ev["loss"], abs=1e-9)
-    assert set(r["metrics"]["val_loss_by_length"]) == {"32", "64", "128"}
 
 
 def test_method_none_is_the_parent_at_its_own_length(parent, tmp_path):
     p = parent("rope")
-    r = run_extend([p, "--method", "none", "--factor", "2", "--out_dir", str(tmp_path / "n"),
-                    "--eval_lengths", "32"])
+    run_extend([p, "--method", "none", "--factor", "2", "--out_dir", str(tmp_path / "n")])
     parent_rec = json.load(open(os.path.join(p, "result.json")))
-    assert r["metrics"]["val_loss_by_length"]["32"] == pytest.approx(parent_rec["metrics"]["val_loss"], abs=1e-9)
+    model, cfg, _ = train.load_run(str(tmp_path / "n"))
+    corpus = train.corpus_of(cfg)
+    at_32 = train.evaluate(model, corpus.val, corpus.token_bytes, 32)["loss"]
+    assert at_32 == pytest.approx(parent_rec["metrics"]["val_loss"], abs=1e-9)
 
 
 def test_continued_training_two_stages_chain_lineage(parent, tmp_path):
@@ -222,7 +220,7 @@ def test_layers_global_keeps_windowed_layers_rope(parent, tmp_path):
 
 BAD = [
     ("missing", ["{tmp}/no_such_run", "--factor", "2"], "no run folder"),
-    ("empty", ["{tmp}", "--factor", "2"], "not a run folder"),
+    ("empty", ["{tmp}", "--factor", "2"], "no checkpoint ckpt.pt"),
     ("corrupt", ["{corrupt}", "--factor", "2"], "corrupt or unreadable checkpoint"),
     ("factor1", ["{rope}", "--method", "yarn", "--factor", "1"], "--factor 1 must be > 1"),
     ("factor<1", ["{rope}", "--method", "pi", "--factor", "0.5"], "--factor 0.5 must be > 1"),
@@ -233,7 +231,7 @@ BAD = [
     ("ckptname", ["{rope}", "--factor", "2", "--ckpt", "best"], "--ckpt 'best'"),
     ("abf", ["{rope}", "--method", "abf", "--factor", "2"], "needs --theta"),
     ("global", ["{rope}", "--method", "none", "--factor", "2", "--layers", "global"], "--layers global"),
-    ("lengths", ["{rope}", "--factor", "2", "--eval_lengths", "64,x"], "--eval_lengths"),
+    ("nofactor", ["{rope}"], "--factor is required"),
     ("stages", ["{rope}", "--factor", "2", "--stages", "2", "--iters", "4"], "--stages 2"),
     ("flag", ["{rope}", "--factor", "2", "--no_such_flag"], "unrecognized arguments"),
 ]

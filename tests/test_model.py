@@ -395,7 +395,7 @@ def test_command_line_flags_reach_the_model():
                           "rope,nope", "--logn_scale", "true", "--chunk_layers", "0", "--chunk_size", "8",
                           "--rope_frac", "0.5", "--size", "0.1M", "--block_size", "32"])
     assert c.model == dict(qk_norm="head", window=16, global_every=2, pos_pattern="rope,nope",
-                           logn_scale=True, chunk_layers="0", chunk_size=8, rope_frac=0.5)
+                           logn_scale=True, chunk_layers="0", chunk_size=8, rope_frac=0.5, block_size=32)
     m = train.model_config(c, V)
     assert (m.qk_norm, m.window, m.logn_scale) == ("head", 16, True)
     with pytest.raises(train.UserError, match="window"):

@@ -20,15 +20,14 @@ STUB = r"""#!/usr/bin/env bash
 # fake python: records "CUDA_VISIBLE_DEVICES|OMP_NUM_THREADS|args", then fakes the run's outputs
 echo "${CUDA_VISIBLE_DEVICES:-}|${OMP_NUM_THREADS:-}|$*" >> "$STUB_LOG"
 script=$1; shift
-out=""; prev=""
-for a in "$@"; do [[ $prev == --out_dir ]] && out=$a; prev=$a; done
+out=""; eval_out=""; prev=""
+for a in "$@"; do [[ $prev == --out_dir ]] && out=$a; [[ $prev == --out ]] && eval_out=$a; prev=$a; done
 case $script in
   *train.py|*extend.py)
      [[ -n ${STUB_FAIL:-} && $* == *"$STUB_FAIL"* ]] && exit 3
      sleep "${STUB_SLEEP:-0}"
      mkdir -p "$out"; echo '{"status": "done"}' > "$out/result.json.tmp" && mv "$out/result.json.tmp" "$out/result.json" ;;
-  *evaluate.py) echo '{"score": 1}' > "$1/eval.json" ;;
-  *quant.py) [[ -n ${STUB_NO_PROBE:-} ]] && exit 2 ;;
+  *evaluate.py) echo '{"score": 1}' > "${eval_out:-$1/eval.json}" ;;
 esac
 exit 0
 """
@@ -117,9 +116,9 @@ def test_qat_tiny_grid_flags_and_names(env):
         argv = train_steps(line)
         cfg = train.parse_args(argv)  # train.py's own parser accepts every flag
         train.check_config(cfg)
-        assert os.path.basename(cfg.out_dir) == train.run_name(cfg)  # folders named like train.py's runs
+        assert os.path.basename(cfg.out_dir) == train.run_name(cfg, train.model_config(cfg, 4096))  # folders named like train.py's runs
         assert cfg.quiet and cfg.iters <= 250 and cfg.eval_interval >= cfg.iters
-        combos.add((cfg.bits, cfg.warmdown, cfg.size, cfg.seed, cfg.lr))
+        combos.add((cfg.model.get('bits', 16), cfg.warmdown, cfg.size, cfg.seed, cfg.lr))
     assert combos == set(itertools.product((16, 8, 6), (0.1, 0.33, 0.6), ("0.1M", "0.5M"), (0, 1, 2), (1.0,)))
 
 
@@ -128,7 +127,7 @@ def test_qat_paper_grid(env):
     cfgs = [train.parse_args(train_steps(l)) for l in p.stdout.splitlines()]
     assert {c.size for c in cfgs} == {"15M", "30M", "50M", "100M"}
     assert {c.lr for c in cfgs} == {0.25, 0.5, 1.0, 2.0} and {c.seed for c in cfgs} == set(range(5))
-    assert {c.bits for c in cfgs} == {16, 8, 6} and {c.warmdown for c in cfgs} == {0.1, 0.33, 0.6}
+    assert {c.model.get('bits', 16) for c in cfgs} == {16, 8, 6} and {c.warmdown for c in cfgs} == {0.1, 0.33, 0.6}
     assert all(c.tokens >= 20 * 15e6 and c.data == "/data/corpus.jsonl" and c.compile for c in cfgs)
     assert "DATA" not in p.stderr  # no big-corpus warning when DATA is set
     assert "DATA" in sweep(env, "-n", "qat", SCALE="paper").stderr
@@ -141,11 +140,11 @@ def test_qat_probes_grid(env):
             train.check_config(c)
         assert {c.size for c in cfgs if c.optimizer == "adamw"} == base
         assert {c.size for c in cfgs if c.schedule == "cosine"} == base
-        assert {c.bits for c in cfgs} == {16, 8, 6, 4}
-        int4 = sorted({c.size for c in cfgs if c.bits == 4}, key=lambda s: float(s[:-1]))
+        assert {c.model.get('bits', 16) for c in cfgs} == {16, 8, 6, 4}
+        int4 = sorted({c.size for c in cfgs if c.model.get('bits', 16) == 4}, key=lambda s: float(s[:-1]))
         assert int4[0] == ("0.1M" if scale == "tiny" else "3M")  # INT4 from the smallest size up
         long_runs = [c for c in cfgs if os.path.basename(c.out_dir).endswith(("_x3", "_x9"))]
-        assert long_runs and all(c.bits in (16, 6) for c in long_runs)
+        assert long_runs and all(c.model.get('bits', 16) in (16, 6) for c in long_runs)
     sizes = {c.size for c in cfgs}
     assert {"5M", "8M", "175M", "250M", "350M"} <= sizes  # the seed's held-out sizes
 
@@ -306,17 +305,13 @@ def test_post_runs_probe_then_analyze(env):
             open(os.path.join(d, f), "w").write("{}")
     p = sweep(env, "--post", "qat")
     assert p.returncode == 0, p.stderr
-    probes = [a for _, _, a in calls(env, "quant.py") if a[0] == "probe" and "--help" not in a]
-    assert len(probes) == 1
-    a = probes[0]
-    assert "_b6_" in a[1] and {os.path.basename(x)[:8] for x in a[1:4]} == {"0.1M_b6_", "0.1M_b16", "0.1M_b8_"}
-    assert flag(a, "--bits") == "6" and flag(a, "--ckpt") == "warmdown"
+    probes = [a for _, _, a in calls(env, "evaluate.py") if "grid" in a]
+    assert sorted(os.path.basename(a[0])[:8] for a in probes) == ["0.1M_b16", "0.1M_b6_", "0.1M_b8_"]
+    for a in probes:  # every run measured on the INT6 grid at its warmdown checkpoint, into its own grid.json
+        assert flag(a, "--grid_bits") == "6" and flag(a, "--ckpt") == "warmdown"
+        assert flag(a, "--out") == os.path.join(a[0], "grid.json")
     assert [a for _, _, a in calls(env, "analyze.py")] == [[os.path.join(env["OUT"], "qat")]]
-    assert os.listdir(os.path.join(env["OUT"], "qat", "logs", "probe")) == \
-        ["quant-probe-" + os.path.basename(a[1]) + ".log"]
-    os.remove(env["STUB_LOG"])  # quant.py without 'probe': skipped with a note, analysis still runs
-    p = sweep(env, "--post", "qat", STUB_NO_PROBE="1")
-    assert p.returncode == 0 and "probe skipped" in p.stderr and len(calls(env, "analyze.py")) == 1
+    assert len(os.listdir(os.path.join(env["OUT"], "qat", "logs", "probe"))) == 3
 
 
 # ---------------------------------------------------------------- bad input

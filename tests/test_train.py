@@ -1,4 +1,4 @@
-"""train.py: schedules, Muon, tokenizer and cache, resume, DDP, the run record, bad input."""
+"""train.py: schedules, Muon, resume, DDP, the run record, bad input."""
 import json
 import math
 import os
@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 import torch
 
+import data
 import train
-from conftest import ROOT, tiny_config, write_corpus
+from conftest import ROOT, tiny_config
 
 
 # ---------------------------------------------------------------- schedules
@@ -70,74 +71,44 @@ def test_muon_and_adamw_parameter_groups(tmp_path):
 
 # ---------------------------------------------------------------- tokenizer and cache
 
-def test_every_flag_has_help_from_its_dataclass_comment():
+@pytest.mark.parametrize("script", ["train.py", "evaluate.py", "extend.py", "export.py"])
+def test_every_flag_has_help_text(script):
+    """--help of every script comes from its dataclasses' field metadata (cli.flag): each flag shows."""
     import dataclasses
     import evaluate
+    import export
+    import extend
     from model import GPTConfig
-    for cls in (train.TrainConfig, evaluate.EvalConfig, GPTConfig):
-        helps = train.field_help(cls)
-        missing = [f.name for f in dataclasses.fields(cls) if f.name != "model" and not helps.get(f.name)]
-        assert not missing, f"{cls.__name__}: no comment on {missing}"
-    assert train.field_help(train.TrainConfig)["warmdown"].startswith("fraction of steps at the end")
+    classes = {"train.py": (train.TrainConfig, GPTConfig), "evaluate.py": (evaluate.EvalConfig,),
+               "extend.py": (extend.ExtendConfig,), "export.py": (export.ExportConfig,)}[script]
+    p = subprocess.run([sys.executable, os.path.join(ROOT, script), "--help"], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0
+    text = " ".join(p.stdout.split())
+    for cls in classes:
+        for f in dataclasses.fields(cls):
+            if "help" not in f.metadata:
+                continue  # not flags: the model overrides dict, and the vocabulary (set by the tokenizer)
+            if not f.metadata.get("positional"):
+                assert f"--{f.name}" in text, (script, f.name)
+            assert " ".join(f.metadata["help"].split())[:30] in text, (script, f.name)
 
 
 def test_tokenizer_round_trip_and_truncation():
-    enc = train.get_tokenizer("cl100k_base", 4096)
+    enc = data.get_tokenizer("cl100k_base", 4096)
     assert enc.n_vocab == 4096 and enc.eot_token == 4095
     text = "To be, or not to be: that is the question.\nZwölf Boxkämpfer — 日本語 ✓ 12345\t end"
     ids = enc.encode_ordinary(text)
     assert max(ids) < 4095 and enc.decode(ids) == text
-    full = train.get_tokenizer("cl100k_base", 0)
+    full = data.get_tokenizer("cl100k_base", 0)
     assert len(full.encode_ordinary(text)) < len(ids)  # more merges, fewer tokens
-
-
-def test_unknown_tokenizer_is_a_user_error():
-    with pytest.raises(train.UserError, match="not available"):
-        train.get_tokenizer("no_such_encoding", 4096)
-
-
-def test_cache_is_built_once_and_rebuilt_on_change(tmp_path):
-    data = write_corpus(str(tmp_path / "c"), n_docs=3, words=200)
-    cache = str(tmp_path / "cache")
-    a = train.load_corpus(data, vocab_size=512, cache_dir=cache)
-    assert len(os.listdir(cache)) == 2  # one .bin + one .json
-    b = train.load_corpus(data, vocab_size=512, cache_dir=cache)
-    assert np.array_equal(np.asarray(a.train), np.asarray(b.train)) and len(os.listdir(cache)) == 2
-    # documents are separated by end-of-text; every split boundary is a document boundary
-    assert all(a.meta["eot"] == np.asarray(a.train)[d["end"] - 1] for d in a.meta["docs"] if d["split"] == "train")
-    with open(os.path.join(data, "doc0.txt"), "a") as f:
-        f.write("a changed source gives a new cache\n")
-    c = train.load_corpus(data, vocab_size=512, cache_dir=cache)
-    assert c.meta["source_hash"] != a.meta["source_hash"] and len(os.listdir(cache)) == 4
-    d = train.load_corpus(data, vocab_size=1024, cache_dir=cache)  # a new tokenizer too
-    assert d.meta["tokenizer"] != c.meta["tokenizer"] and len(os.listdir(cache)) == 6
-
-
-def test_corpus_formats_and_splits(tmp_path):
-    one = tmp_path / "one.txt"
-    one.write_text("hello world " * 300)
-    c = train.load_corpus(str(one), vocab_size=512, cache_dir=str(tmp_path / "k"))
-    assert len(c.val) > 0 and len(c.train) > 4 * len(c.val)
-    jl = tmp_path / "d.jsonl"
-    jl.write_text("\n".join(json.dumps({"text": f"document number {i} " * 50}) for i in range(10)))
-    c = train.load_corpus(str(jl), vocab_size=512, cache_dir=str(tmp_path / "k"), val_frac=0.2)
-    splits = [d["split"] for d in c.meta["docs"]]
-    assert splits.count("val") == 2 and splits.count("train") == 8
-
-
-def test_bundled_corpus_split_is_by_whole_work():
-    docs = train.load_documents(train.DEFAULT_DATA)
-    assert len(docs) == 42
-    tr, va = train.split_documents(docs, True, 0.1)
-    assert sorted(n for n, _ in va) == sorted(train.VAL_DOCS)
-    assert not {n for n, _ in tr} & {n for n, _ in va}
 
 
 def test_batches_are_a_function_of_seed_and_step():
     toks = np.arange(10_000, dtype=np.uint16)
-    x1, y1 = train.get_batch(toks, 4, 16, seed=1, step=7)
-    x2, _ = train.get_batch(toks, 4, 16, seed=1, step=7)
-    x3, _ = train.get_batch(toks, 4, 16, seed=1, step=8)
+    x1, y1 = data.get_batch(toks, 4, 16, seed=1, step=7)
+    x2, _ = data.get_batch(toks, 4, 16, seed=1, step=7)
+    x3, _ = data.get_batch(toks, 4, 16, seed=1, step=8)
     assert torch.equal(x1, x2) and not torch.equal(x1, x3)
     assert torch.equal(x1[:, 1:], y1[:, :-1])
 
@@ -147,13 +118,13 @@ def test_task_mix_rows_and_answer_only_loss(tmp_path):
     loss only on their answer tokens (text rows keep every token)."""
     cfg = tiny_config(tmp_path, vocab_size=4096, block_size=160, batch_size=16, task_mix=0.5,
                       task_list="passkey")
-    corpus = train.load_corpus(cfg.data, vocab_size=4096, cache_dir=cfg.cache_dir, val_frac=cfg.val_frac)
-    x, y = train.train_batch(cfg, corpus, step=3)
+    corpus = train.corpus_of(cfg)
+    x, y = data.train_batch(cfg, 160, corpus, step=3)
     key = corpus.enc.encode_ordinary(" The pass key is")
     is_task = [any(x[r, i:i + len(key)].tolist() == key for i in range(160)) for r in range(16)]
     assert 0 < sum(is_task) < 16 and (y >= 0).all()
     cfg.task_loss = "answer"
-    xa, ya = train.train_batch(cfg, corpus, step=3)
+    xa, ya = data.train_batch(cfg, 160, corpus, step=3)
     assert torch.equal(x, xa)
     for r in range(16):
         kept = ya[r][ya[r] >= 0].tolist()
@@ -165,13 +136,13 @@ def test_task_mix_rows_and_answer_only_loss(tmp_path):
 
 def test_validation_is_deterministic_and_covers_the_split(tiny_run):
     cfg, result = tiny_run
-    corpus = train.load_corpus(cfg.data, vocab_size=cfg.vocab_size, cache_dir=cfg.cache_dir, val_frac=cfg.val_frac)
-    model = train.model_from_checkpoint(train.load_checkpoint(os.path.join(cfg.out_dir, "ckpt.pt")))
-    a = train.evaluate(model, corpus.val, corpus.token_bytes, cfg.block_size)
-    b = train.evaluate(model, corpus.val, corpus.token_bytes, cfg.block_size, batch_size=3)
+    corpus = train.corpus_of(cfg)
+    model, _, _ = train.load_run(cfg.out_dir)
+    a = train.evaluate(model, corpus.val, corpus.token_bytes, 32)
+    b = train.evaluate(model, corpus.val, corpus.token_bytes, 32, batch_size=3)
     assert a["loss"] == pytest.approx(b["loss"], abs=1e-9)
     assert a["loss"] == pytest.approx(result["metrics"]["val_loss"], abs=1e-9)
-    assert a["tokens"] == (len(corpus.val) - 1) // cfg.block_size * cfg.block_size
+    assert a["tokens"] == (len(corpus.val) - 1) // 32 * 32
     # bits per byte = nats per token * tokens / (ln 2 * bytes)
     assert a["bpb"] < a["loss"] / math.log(2)
 
@@ -188,6 +159,9 @@ def test_record_schema(tiny_run):
     assert rec["params"]["non_embedding"] < rec["params"]["total"]
     m = rec["metrics"]
     assert m["val_loss"] < m["unigram_loss"] and m["val_bpb"] > 0
+    # the smoothed train loss is the mean of the last 5% of steps' losses (here: the last one)
+    assert m["train_loss_smooth"] == pytest.approx(np.mean([r["loss"] for r in
+                                                            map(json.loads, open(os.path.join(cfg.out_dir, "log.jsonl")))][-1:]), abs=1e-4)
     # full-precision runs also record the PTQ baseline on the same grid
     assert set(rec["ptq"]) == {"8", "6", "4"} and rec["ptq"]["4"]["val_loss"] != m["val_loss"]
     log = [json.loads(l) for l in open(os.path.join(cfg.out_dir, "log.jsonl"))]
@@ -222,18 +196,18 @@ def test_late_qat_switches_on_mid_run(tmp_path, monkeypatch):
 def test_resume_gives_identical_final_metrics(tmp_path, monkeypatch):
     full = train.train(tiny_config(tmp_path / "a", bits=6))
     cfg = tiny_config(tmp_path / "b", bits=6)
-    orig = train.get_batch
+    orig = data.get_batch
 
     def crash_at_15(tokens, b, t, seed, step):
         if step == 15:
             raise KeyboardInterrupt
         return orig(tokens, b, t, seed, step)
 
-    monkeypatch.setattr(train, "get_batch", crash_at_15)
+    monkeypatch.setattr(data, "get_batch", crash_at_15)
     with pytest.raises(KeyboardInterrupt):
         train.train(cfg)
     assert not os.path.exists(os.path.join(cfg.out_dir, "result.json"))
-    monkeypatch.setattr(train, "get_batch", orig)
+    monkeypatch.setattr(data, "get_batch", orig)
     cfg.resume = True
     resumed = train.train(cfg)
     assert resumed["metrics"]["val_loss"] == full["metrics"]["val_loss"]
@@ -274,7 +248,7 @@ def _free_port():
 def test_two_process_gloo_ddp_matches_single_process(tmp_path):
     single = train.train(tiny_config(tmp_path / "s", iters=10, grad_accum=2))
     cfg = tiny_config(tmp_path / "d", iters=10, grad_accum=2)
-    args = [f"--{k}={v}" for k, v in vars(cfg).items() if not isinstance(v, (bool, dict))]
+    args = [f"--{k}={v}" for k, v in {**vars(cfg), **cfg.model}.items() if not isinstance(v, (bool, dict))]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
            str(_free_port()), os.path.join(ROOT, "train.py"), *args, "--quiet"]
@@ -295,8 +269,8 @@ def _cli(args, cwd):
 
 @pytest.mark.parametrize("args,msg", [
     (["--no_such_flag", "1"], "unrecognized arguments"),
-    (["--bits", "9"], "--bits 9"),
-    (["--bits", "1"], "--bits 1"),
+    (["--bits", "9"], "bits 9 not supported"),
+    (["--bits", "1"], "bits 1 not supported"),
     (["--warmdown", "1.5"], "--warmdown"),
     (["--warmdown", "-0.1"], "--warmdown"),
     (["--warmup", "0.5", "--warmdown", "0.6"], "exceeds 1"),
@@ -315,7 +289,7 @@ def test_bad_input_one_line_error(tmp_path, args, msg):
 
 
 def test_corpus_smaller_than_one_batch(tmp_path):
-    (tmp_path / "small.txt").write_text("too short")
+    (tmp_path / "small.txt").write_text("too short\n" * 10)
     code, err = _cli(["--data", str(tmp_path / "small.txt"), "--out_dir", str(tmp_path / "o"),
                       "--cache_dir", str(tmp_path / "k")], tmp_path)
     assert code != 0 and "corpus too small" in err and "Traceback" not in err

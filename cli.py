@@ -1,0 +1,229 @@
+"""
+The plumbing every script shares: one command-line parser built from config dataclasses, one
+error style, files written whole (atomic writes, a lock on a run folder), the provenance every
+record carries (git commit, versions), and devices (CPU / CUDA, bf16 autocast, DDP).
+
+    @dataclass
+    class EvalConfig:
+        run: str = flag("", "run folder", positional=True)
+        samples: int = flag(2, "samples per (task, length, depth)")
+
+    ec = parse(EvalConfig, argv, description=__doc__)   # --samples 4, --help lists each flag's text
+
+A flag's help text is its dataclass field's own metadata, so `--help` never parses source text.
+Bad input raises UserError, which `main` turns into one line on stderr and exit status 1.
+"""
+import argparse
+import dataclasses
+import fcntl
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class UserError(Exception):
+    """Bad input: reported as one line on stderr with a non-zero exit, never a traceback."""
+
+
+def flag(default, help, positional=False):
+    """A dataclass field that is also a command-line flag with this help text."""
+    return dataclasses.field(default=default, metadata=dict(help=help, positional=positional))
+
+
+def str2bool(v):
+    if v.lower() in ("1", "true", "yes", "on"):
+        return True
+    if v.lower() in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true/false, got {v!r}")
+
+
+def finite_float(v):
+    """float that refuses nan and inf: no flag of this project means anything with them."""
+    x = float(v)
+    if not math.isfinite(x):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {v!r}")
+    return x
+
+
+TYPES = {int: int, float: finite_float, str: str, "int": int, "float": finite_float, "str": str}
+
+
+class OneLineParser(argparse.ArgumentParser):
+    def error(self, message):
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def add_flags(p, cls, skip=(), optional=False, prefix=""):
+    """One flag per field of dataclass cls. Booleans take `--x` or `--x true|false`.
+    optional=True: every default is None, so the caller sees which flags were given."""
+    for f in dataclasses.fields(cls):
+        if f.name in skip or "help" not in f.metadata:
+            continue
+        text = f"{prefix}{f.metadata['help']}".replace("%", "%%")
+        if f.metadata.get("positional"):
+            p.add_argument(f.name, help=text)
+        elif f.type in (bool, "bool"):
+            p.add_argument(f"--{f.name}", type=str2bool, nargs="?", const=True,
+                           default=None if optional else f.default, help=f"{text} (default {f.default})")
+        else:
+            p.add_argument(f"--{f.name}", type=TYPES[f.type], default=None if optional else f.default,
+                           help=f"{text} (default {f.default!r})")
+
+
+def parse(cls, argv=None, description=None, overrides=None):
+    """Parse argv into cls. overrides=(OtherConfig, "field"): OtherConfig's flags are offered too
+    (skipping names cls already has); the ones given are collected as a dict into cls.field."""
+    p = OneLineParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_flags(p, cls)
+    names = []
+    if overrides:
+        other, into = overrides
+        own = {f.name for f in dataclasses.fields(cls)}
+        names = [f.name for f in dataclasses.fields(other) if f.name not in own and "help" in f.metadata]
+        add_flags(p, other, skip=own, optional=True, prefix="model: ")
+    args = vars(p.parse_args(argv))
+    if overrides:
+        given = {k: args.pop(k) for k in names}
+        args[overrides[1]] = {k: v for k, v in given.items() if v is not None}
+    return cls(**args)
+
+
+def main(body, interrupted="interrupted"):
+    """Run a script's main body: UserError becomes one line on stderr and exit 1."""
+    try:
+        body()
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        print(interrupted, file=sys.stderr)
+        sys.exit(130)
+
+
+# -----------------------------------------------------------------------------
+# Files: written whole or not at all
+
+def atomic_write(path, data, mode="w"):
+    """Write to a temp file in the same folder, then rename: readers never see half a file."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(tmp, mode) as f:
+            f.write(data)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def clean(x):
+    """NaN / inf anywhere -> None, so the JSON is strict and pandas reads it."""
+    if isinstance(x, dict):
+        return {k: clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [clean(v) for v in x]
+    return None if isinstance(x, float) and not math.isfinite(x) else x
+
+
+def write_json(path, obj):
+    atomic_write(path, json.dumps(clean(obj), indent=2, default=str, allow_nan=False) + "\n")
+
+
+def lock_folder(out_dir):
+    """An exclusive lock on the run folder, held while this process trains into it: a second
+    writer gets a one-line error instead of interleaving its records with ours."""
+    f = open(os.path.join(out_dir, ".lock"), "a")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.close()
+        raise UserError(f"another process is training into {out_dir}") from None
+    return f
+
+
+def git_commit():
+    """The commit of this code, '-dirty' when tracked files differ from it; 'unknown' outside git."""
+    try:
+        out = subprocess.run(["git", "-C", HERE, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(["git", "-C", HERE, "status", "--porcelain", "-uno"], capture_output=True,
+                               text=True, timeout=5).stdout.strip()
+        return out.stdout.strip() + ("-dirty" if dirty else "") if out.returncode == 0 else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def versions():
+    import numpy
+    import tiktoken
+    import torch
+    return dict(python=platform.python_version(), torch=torch.__version__, numpy=numpy.__version__,
+                tiktoken=tiktoken.__version__)
+
+
+# -----------------------------------------------------------------------------
+# Devices: the one place that knows about CUDA, autocast and DDP (torch is imported here, not at
+# the top: data.py's prepare workers import this file and need no torch)
+
+@dataclasses.dataclass
+class Dist:
+    ddp: bool = False
+    rank: int = 0
+    world: int = 1
+    device: str = "cpu"
+
+    @property
+    def master(self):
+        return self.rank == 0
+
+
+def resolve_device(name="auto"):
+    """auto | cpu | cuda | cuda:N -> a device string that exists here. Raises UserError."""
+    import torch
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cpu":
+        return name
+    if name == "cuda" or (name.startswith("cuda:") and name[5:].isdigit()):
+        if not torch.cuda.is_available():
+            raise UserError(f"--device {name} requested but CUDA is not available")
+        if ":" in name and int(name[5:]) >= torch.cuda.device_count():
+            raise UserError(f"--device {name}: only {torch.cuda.device_count()} CUDA devices")
+        return name
+    raise UserError(f"unknown --device {name!r}: auto | cpu | cuda | cuda:N")
+
+
+def setup_device(name):
+    """Pick the device, start DDP under torchrun (gloo on CPU, NCCL on CUDA)."""
+    want = resolve_device(name)
+    if int(os.environ.get("WORLD_SIZE", 1)) > 1:
+        import torch
+        import torch.distributed as dist
+        rank, world, local = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"])
+        if want.startswith("cuda"):
+            want = f"cuda:{local}"
+            torch.cuda.set_device(want)
+        dist.init_process_group("nccl" if want.startswith("cuda") else "gloo")
+        return Dist(True, rank, world, want)
+    return Dist(False, 0, 1, want)
+
+
+def autocast(device):
+    """bf16 autocast on CUDA; plain fp32 on CPU (deterministic, and fast enough for tiny models)."""
+    import contextlib
+    import torch
+    if str(device).startswith("cuda"):
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def all_reduce_sum(t, dist_info):
+    if dist_info.ddp:
+        import torch.distributed as dist
+        dist.all_reduce(t)
+    return t
