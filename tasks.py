@@ -516,10 +516,6 @@ def algo_example_len(task, n, offset=0):
     return len(algo_example(task, n, random.Random(0), offset)[0])
 
 
-def algo_decode(ids):
-    return [ALGO_VOCAB[i] for i in ids]
-
-
 def algo_batch(task, n_min, n_max, batch, block, rng, offset_max=0):
     """x, y, mask: int64 [batch, block]; y = x shifted by one; mask[b, t] = 1 where y[b, t] is an
     answer token. Sizes n ~ U[n_min, n_max]; optional random left-pad of 0..offset_max PADs
