@@ -446,10 +446,9 @@ def setup(cfg):
 
 
 def claim(run):
-    """The run folder, locked: resume it, or clear an earlier run's files for a fresh one."""
+    """The run folder, locked: resume it, or clear an earlier run's files for a fresh one. A refusal
+    here leaves every file as it was."""
     cfg, dist, out_dir = run.cfg, run.dist, run.out_dir
-    if dist.master:
-        cli.remove_stale_tmp(out_dir)  # writes killed half-way
     if os.path.exists(run.path("result.json")) and not cfg.overwrite:
         if cfg.resume:
             return run  # finished: train() returns its record
@@ -463,6 +462,7 @@ def claim(run):
             if name == "result.json" or name == "log.jsonl" or (name.startswith("ckpt") and name.endswith(".pt")):
                 os.remove(run.path(name))
     if dist.master:
+        cli.remove_stale_tmp(out_dir)  # writes killed half-way
         truncate_log(run)
     if cfg.compile:
         run.train_model = torch.compile(run.model)
