@@ -18,6 +18,7 @@ can leave behind.
 """
 import glob
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -27,7 +28,6 @@ import subprocess
 import sys
 import tarfile
 import time
-import io
 
 import numpy as np
 import pytest
@@ -181,7 +181,8 @@ def killed(env, tmp_path_factory):
             ("train.py fresh, another seed", train.main, env.flags(out, "--seed", "1")),
             ("train.py --overwrite", train.main, env.flags(out, "--overwrite")),
             ("train.py --resume", train.main, env.flags(out, "--resume")),
-            ("extend.py into it", extend.main, [env.run, "--factor", "2", "--out_dir", out, "--quiet"])]:
+            ("extend.py --overwrite into it", extend.main, [env.run, "--factor", "2", "--out_dir", out, "--overwrite",
+                                                            "--quiet"])]:
         buf = io.StringIO()
         real, sys.stderr = sys.stderr, buf
         try:
