@@ -12,7 +12,6 @@ analysis.md, analysis.json and PNG plots to --out (default: the first folder). S
 Seeds: the QAT LR-schedule study (720-run grid, "QAT seed" below; it has no arXiv id) and "Cracks in the Foundation" (arXiv 2608.10296, "long-context
 seed"). Every field is optional: a missing one shrinks a table, it never crashes the script.
 """
-import argparse
 import json
 import math
 import os
@@ -21,6 +20,8 @@ from collections import defaultdict
 
 import numpy as np
 from scipy import stats
+
+from cli import OneLineParser, atomic_write, finite_float
 
 # config keys that split runs into separate studies (probes: AdamW, cosine, longer training, late QAT,
 # clip rule) so that the QAT tables never average across them. A key splits only where it varies
@@ -695,15 +696,17 @@ def jsonable(x):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="Statistics and reports over result.json / eval.json files.")
+    ap = OneLineParser(description="Statistics and reports over result.json / eval.json files.")
     ap.add_argument("folders", nargs="+", help="folders searched recursively for result.json")
     ap.add_argument("--out", default=None, help="output folder (default: the first folder)")
     ap.add_argument("--fit_sizes", default=None,
                     help="comma list of size names for the penalty fit; the rest are held out "
                          "(default: all but the two extreme sizes if >= 5 sizes, else all)")
-    ap.add_argument("--level", type=float, default=0.95, help="prediction-interval level")
+    ap.add_argument("--level", type=finite_float, default=0.95, help="prediction-interval level, in (0, 1)")
     ap.add_argument("--no_plots", action="store_true", help="skip the PNG plots")
     args = ap.parse_args(argv)
+    if not 0 < args.level < 1:
+        ap.error(f"--level {args.level:g} must be in (0, 1)")
     missing = [d for d in args.folders if not os.path.isdir(d)]
     if missing:
         warn(f"no such folder: {', '.join(missing)}")
@@ -751,10 +754,8 @@ def main(argv=None):
             except Exception as e:
                 warn(f"plots skipped: {type(e).__name__}: {e}")
         md = "\n".join(lines) + "\n"
-        with open(os.path.join(out, "analysis.md"), "w") as fh:
-            fh.write(md)
-        with open(os.path.join(out, "analysis.json"), "w") as fh:
-            json.dump(jsonable(rep), fh, indent=1)
+        atomic_write(os.path.join(out, "analysis.md"), md)
+        atomic_write(os.path.join(out, "analysis.json"), json.dumps(jsonable(rep), indent=1, allow_nan=False))
     except OSError as e:
         warn(f"cannot write to {out}: {e}")
         return 1

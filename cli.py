@@ -14,6 +14,7 @@ A flag's help text is its dataclass field's own metadata, so `--help` never pars
 Bad input raises UserError, which `main` turns into one line on stderr and exit status 1.
 """
 import argparse
+import contextlib
 import dataclasses
 import fcntl
 import json
@@ -96,11 +97,16 @@ def parse(cls, argv=None, description=None, overrides=None):
 
 
 def main(body, interrupted="interrupted"):
-    """Run a script's main body: UserError becomes one line on stderr and exit 1."""
+    """Run a script's main body: UserError becomes one line on stderr and exit 1; so does an OS
+    error (a folder that cannot be made, a full disk), with the file it names."""
     try:
         body()
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
+    except OSError as e:
+        where = f": {e.filename}" if e.filename else ""
+        print(f"error: {e.strerror or type(e).__name__}{where}", file=sys.stderr)
         sys.exit(1)
     except KeyboardInterrupt:
         print(interrupted, file=sys.stderr)
@@ -135,16 +141,77 @@ def write_json(path, obj):
     atomic_write(path, json.dumps(clean(obj), indent=2, default=str, allow_nan=False) + "\n")
 
 
+_HELD = {}  # real path of a folder whose lock this process holds -> [lock file, holders]
+
+
 def lock_folder(out_dir):
-    """An exclusive lock on the run folder, held while this process trains into it: a second
-    writer gets a one-line error instead of interleaving its records with ours."""
+    """An exclusive lock on a run folder (its file .lock), held while this process writes into it:
+    a second process gets a one-line error instead of interleaving its records with ours. Taken
+    before the first write into the folder. Re-entrant within one process (extend.py holds a stage
+    folder while train.py trains into it). Returns the key for unlock_folder."""
+    key = os.path.realpath(out_dir)
+    if key in _HELD:
+        _HELD[key][1] += 1
+        return key
     f = open(os.path.join(out_dir, ".lock"), "a")
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         f.close()
         raise UserError(f"another process is training into {out_dir}") from None
-    return f
+    _HELD[key] = [f, 1]
+    return key
+
+
+def unlock_folder(key):
+    held = _HELD.get(key)
+    if held:
+        held[1] -= 1
+        if not held[1]:
+            held[0].close()
+            del _HELD[key]
+
+
+@contextlib.contextmanager
+def locked(out_dir):
+    key = lock_folder(out_dir)
+    try:
+        yield key
+    finally:
+        unlock_folder(key)
+
+
+def remove_stale_tmp(folder):
+    """Remove the temp files (name.tmpPID) of writes killed half-way: those of processes that no
+    longer exist. Call it holding the folder's lock."""
+    for name in os.listdir(folder):
+        pid = name.rsplit(".tmp", 1)[1] if ".tmp" in name else ""
+        if pid.isdigit() and not pid_alive(int(pid)):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(folder, name))
+
+
+def pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+def check_out_file(path, flag, ours, what):
+    """An output file named on the command line, checked before any work: its folder exists, it
+    is not a folder, and an existing file is only replaced when ours(path) says it is an earlier
+    output of the same kind (what), never an input such as a checkpoint or a record."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UserError(f"{flag} {path}: no folder {folder}")
+    if os.path.isdir(path):
+        raise UserError(f"{flag} {path} is a folder; name the output file")
+    if os.path.exists(path) and not ours(path):
+        raise UserError(f"{flag} {path} exists and is not an earlier {what}: not overwritten")
 
 
 def git_commit():

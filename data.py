@@ -594,6 +594,8 @@ def read_manifest(folder):
             raise Corrupt(f"{MANIFEST}: shard {e['name']} has split {e['split']!r}")
     for k in ARRAYS:
         check_schema(m["arrays"].get(k), FILE, f"{MANIFEST} arrays.{k}")
+    if not 0 <= m["eot"] < m["vocab_size"]:
+        raise Corrupt(f"{MANIFEST}: eot {m['eot']} is not a token id of vocab_size {m['vocab_size']}")
     if m["dtype"] != dtype_for(m["vocab_size"]).name:
         raise Corrupt(f"{MANIFEST}: dtype {m['dtype']} does not fit vocab_size {m['vocab_size']}")
     return m
@@ -658,10 +660,14 @@ def check_prepared(folder, full=False):
     u = arrays["unigram"]
     if u.dtype != np.int64 or u.shape != (m["vocab_size"],) or u.sum() != m["n_train_tokens"]:
         raise Corrupt("unigram.npy does not match the train tokens")
-    if full:
-        count_tokens(val.shards, m["vocab_size"])
-        if not np.array_equal(count_tokens(train.shards, m["vocab_size"]), u):
-            raise Corrupt("unigram.npy does not match the train tokens")
+    if full:  # every document ends with end-of-text, which no document holds: one per document end
+        for split, toks in (("train", train), ("val", val)):
+            counts, ends = count_tokens(toks.shards, m["vocab_size"]), arrays[f"{split}_docs"]
+            if counts[m["eot"]] != len(ends):
+                raise Corrupt(f"{split}_docs.npy lists {len(ends)} documents, the {split} tokens hold "
+                              f"{counts[m['eot']]} end-of-text tokens")
+            if split == "train" and not np.array_equal(counts, u):
+                raise Corrupt("unigram.npy does not match the train tokens")
     if moved:  # same content, new mtime (e.g. copied): remember it so the next start skips the hashing
         with contextlib.suppress(OSError):
             write_json(os.path.join(folder, MANIFEST), m)

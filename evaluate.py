@@ -455,8 +455,8 @@ def check(ec, tc, mcfg, tasks, lengths):
                         "--longppl_short >= 2")
     if ec.stride < 0 or (ec.buckets != "log2" and not ec.buckets.isdigit()):
         raise UserError("--stride must be >= 0 and --buckets log2 or a positive integer")
-    if ec.out and not os.path.isdir(os.path.dirname(os.path.abspath(ec.out))):
-        raise UserError(f"--out {ec.out}: no folder {os.path.dirname(os.path.abspath(ec.out))}")
+    if ec.out:  # never over an input (a checkpoint, a record): only over an earlier evaluation
+        cli.check_out_file(ec.out, "--out", is_eval_record, "evaluate.py output")
     if "grid" in tasks:
         try:
             check_bits(ec.grid_bits)
@@ -482,6 +482,18 @@ def check(ec, tc, mcfg, tasks, lengths):
     if mcfg.pos == "learned" and max(lengths) > mcfg.block_size:
         raise UserError(f"pos=learned has only block_size={mcfg.block_size} positions: cannot evaluate "
                         f"length {max(lengths)}")
+
+
+def is_eval_record(path):
+    """An earlier output of this script (a JSON object with its eval_config)."""
+    if not path.endswith(".json"):
+        return False
+    try:
+        with open(path) as f:
+            rec = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return isinstance(rec, dict) and "eval_config" in rec
 
 
 def short_val_loss(model, corpus, block, ec, device):

@@ -95,8 +95,9 @@ def load_artefact(path):
     return model.eval()
 
 
-def export_int(model, xc, run_result):
-    """Write, reload and evaluate the integer artefact -> the export record."""
+def export_int(model, cfg, xc, run_result):
+    """Write, reload and evaluate the integer artefact -> the export record. Everything is checked
+    (flags, device, the run's corpus) before the artefact is written."""
     bits = xc.bits or model.config.bits
     if bits == 16:
         raise UserError("nothing to export at 16 bits: pass --bits 2..8 (a full-precision run "
@@ -110,13 +111,12 @@ def export_int(model, xc, run_result):
     if xc.keep not in ("fp32", "fp16"):
         raise UserError(f"--keep {xc.keep!r}: fp32 | fp16")
     out = xc.out or os.path.join(xc.run, f"model_int{bits}.pt" + (".xz" if xc.xz else ""))
+    device = cli.resolve_device(xc.device)
+    corpus = train.corpus_of(cfg)
     raw, sizes = artefact_bytes(model, bits, clip, xc.keep)
     packed = lzma.compress(raw)
     sizes.update(xz=len(packed), file=len(packed if xc.xz else raw))
     atomic_write(out, packed if xc.xz else raw, "wb")
-    device = cli.resolve_device(xc.device)
-    _, cfg, _ = train.load_run(xc.run)
-    corpus = train.corpus_of(cfg)
     ev = train.evaluate(load_artefact(out).to(device), corpus.val, corpus.token_bytes, model.config.block_size,
                         device=device)
     print(f"{out}: INT{bits} ({clip}) artefact {sizes['file']:,} bytes (torch.save {sizes['raw']:,}, "
@@ -132,15 +132,14 @@ def export_int(model, xc, run_result):
 
 
 def export(xc):
-    model, _, _ = train.load_run(xc.run)  # a finished run: its result.json exists
+    model, cfg, _ = train.load_run(xc.run)  # a finished run: its result.json exists
     result = train.read_result(xc.run)
     if xc.format != "int":
         raise UserError(f"unknown --format {xc.format!r}: int")
-    if xc.out and os.path.isdir(xc.out):
-        raise UserError(f"--out {xc.out} is a folder; name the artefact file")
-    if xc.out and os.path.exists(xc.out) and not os.path.basename(xc.out).startswith("model_int"):
-        raise UserError(f"--out {xc.out} exists and is not an earlier artefact (model_int*): not overwritten")
-    record = export_int(model, xc, result)
+    if xc.out:  # never over an input such as the run's checkpoint
+        cli.check_out_file(xc.out, "--out", lambda p: os.path.basename(p).startswith("model_int"),
+                           "artefact (model_int*)")
+    record = export_int(model, cfg, xc, result)
     write_json(os.path.join(xc.run, "export.json"), record)
     return record
 

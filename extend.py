@@ -14,10 +14,12 @@ rescaled model as OUT/init.pt (with its lineage: where it came from) and trains 
 `train.py --init_from` semantics, so the output folder is a run like any other (ckpt.pt, result.json)
 and a killed extension is resumed by running the same command again.
 """
+import contextlib
 import dataclasses
 import os
 from dataclasses import dataclass
 
+import cli
 import train
 from cli import UserError, flag, parse, main as cli_main
 from model import ROPE_SCALINGS, GPTConfig, layer_plan
@@ -138,6 +140,8 @@ def stages(ec):
     if ec.iters < 0:
         raise UserError(f"--iters {ec.iters} must be >= 0 (0 = training-free)")
     out_dir = ec.out_dir or f"{os.path.normpath(ec.run)}-{ec.method}{ec.factor:g}" + ("-ft" if ec.iters else "")
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise UserError(f"--out_dir {out_dir} is a file, not a folder")
     if ec.stages == 1:
         return [(ec.run, ec.ckpt, ec.factor, ec.iters, out_dir)]
     if ec.stages != 2 or ec.iters < 2 or not 1 < ec.stage1_factor < ec.factor:
@@ -158,23 +162,26 @@ def extend(ec):
     model, cfg, lineage = prepare(ec, *plan[0])  # stage 1 is checked before anything is written
     if len(plan) == 2:
         extended_fields(model.config, ec, ec.factor)  # and stage 2's length
-    if ec.overwrite:
+    with contextlib.ExitStack() as held:  # every stage folder is ours before anything is written
         for _, _, _, _, out in plan:
-            for name in ("result.json", "ckpt.pt", "init.pt"):
-                if os.path.exists(os.path.join(out, name)):
-                    os.remove(os.path.join(out, name))
-        cfg.resume = False
-    for k, stage in enumerate(plan):
-        out = stage[4]
-        if os.path.exists(os.path.join(out, "result.json")):  # a finished first stage of an earlier call
-            continue
-        if k:
-            model, cfg, lineage = prepare(ec, *stage)
-        lineage.update(stage=k + 1, stages=len(plan))
-        os.makedirs(out, exist_ok=True)
-        if not cfg.resume:  # the rescaled model is the new run's starting point; train.py loads it
-            train.save_checkpoint(cfg.init_from, model, [], 0, cfg, model.config, dict(lineage=lineage))
-        result = train.train(cfg)
+            os.makedirs(out, exist_ok=True)
+            held.enter_context(cli.locked(out))  # train.py takes the same lock again (re-entrant)
+        if ec.overwrite:
+            for _, _, _, _, out in plan:
+                for name in ("result.json", "ckpt.pt", "init.pt"):
+                    if os.path.exists(os.path.join(out, name)):
+                        os.remove(os.path.join(out, name))
+            cfg.resume = False
+        for k, stage in enumerate(plan):
+            out = stage[4]
+            if os.path.exists(os.path.join(out, "result.json")):  # a finished first stage of an earlier call
+                continue
+            if k:
+                model, cfg, lineage = prepare(ec, *stage)
+            lineage.update(stage=k + 1, stages=len(plan))
+            if not cfg.resume:  # the rescaled model is the new run's starting point; train.py loads it
+                train.save_checkpoint(cfg.init_from, model, [], 0, cfg, model.config, dict(lineage=lineage))
+            result = train.train(cfg)
     return result
 
 

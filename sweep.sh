@@ -19,8 +19,10 @@
 #
 # Resume: a run whose OUT/STUDY/RUN/result.json exists is finished and skipped (train.py writes it
 # atomically, last); an unfinished run with a ckpt.pt restarts with --resume; an evaluation step is
-# done when RUN/eval.json exists. Killing the sweep (Ctrl-C, scancel) and rerunning the same command
-# continues where it stopped. Failed jobs are reported at the end (exit 1); the others still run.
+# done when RUN/eval.json exists. Stopping the sweep (Ctrl-C, SIGTERM as from scancel, SIGHUP from a
+# closed terminal: its jobs are stopped too) and rerunning the same command continues where it
+# stopped. A job left running by a SIGKILLed sweep keeps its run folder locked: train.py refuses
+# a second writer there, so the rerun reports that job as failed rather than train it twice. Failed jobs are reported at the end (exit 1); the others still run.
 #
 # Cluster: the grid is a list of independent lines. SLURM job array (one GPU per task), requeue-safe
 # because --task does the same skip/resume check:
@@ -280,12 +282,13 @@ job_name() {  # -> JOB_NAME for a job's log file: the run folder of its first st
 declare -a SLOT_PID=()
 FAILED=()
 
-stop_all() {
+stop_all() {  # arg: exit status. Each job is its own process group: stop the whole group
     local p
+    trap '' HUP  # a closed terminal may send more; the note below may find no terminal to write to
     note "interrupted: stopping running jobs (rerun the same command to resume)"
     for p in "${SLOT_PID[@]}"; do [[ -n $p ]] && kill -TERM -- "-$p" 2>/dev/null; done
     wait 2>/dev/null
-    exit 130
+    exit "$1"
 }
 
 busy() { local p; for p in "${SLOT_PID[@]}"; do [[ -n $p ]] && return 0; done; return 1; }
@@ -299,7 +302,8 @@ run_pool() {  # args: LOGDIR ; stdin: command lines
     [[ -n ${GPUS:-} ]] && IFS=, read -r -a gpus <<< "$GPUS"
     mkdir -p "$logdir"
     set -m  # each job in its own process group, so a stop reaches its python children
-    trap stop_all INT TERM
+    trap 'stop_all 130' INT TERM
+    trap 'stop_all 129' HUP  # a closed terminal: its jobs, in their own process groups, would not see it
     for ((s = 0; s < JOBS; s++)); do SLOT_PID[s]=""; done
     while (( k < n )) || busy; do
         event=0
@@ -327,7 +331,7 @@ run_pool() {  # args: LOGDIR ; stdin: command lines
         (( event )) && nap=0 || nap=$(( nap < 4 ? nap + 1 : 4 ))
         busy && sleep "${naps[nap]}"
     done
-    trap - INT TERM
+    trap - INT TERM HUP
     set +m
 }
 

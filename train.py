@@ -311,10 +311,16 @@ def load_checkpoint(path):
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:
         raise UserError(f"corrupt or unreadable checkpoint {path}: {type(e).__name__}") from None
-    keys = ("model", "model_config", "train_config", "step", "optimizers", "rng")
-    if not isinstance(ckpt, dict) or ckpt.get("kind") != "gpt-run" or any(k not in ckpt for k in keys):
-        raise UserError(f"{path} is not a complete checkpoint of this project")
+    if not isinstance(ckpt, dict) or ckpt.get("kind") != "gpt-run":
+        raise UserError(f"{path} is not a checkpoint of this project")
+    bad = [k for k, t in CKPT_SCHEMA.items() if not isinstance(ckpt.get(k), t)]
+    if bad or ckpt["step"] < 0 or not isinstance(ckpt.get("extra", {}), dict):
+        what = f"no valid {bad[0]!r}" if bad else "a negative step or a malformed 'extra'"
+        raise UserError(f"{path} is not a complete checkpoint of this project ({what})")
     return ckpt
+
+
+CKPT_SCHEMA = dict(model=dict, model_config=dict, train_config=dict, step=int, optimizers=list, rng=dict)
 
 
 def model_from_checkpoint(ckpt, **overrides):
@@ -431,10 +437,18 @@ def setup(cfg):
               iters, extra=extra)
     if dist.master:
         os.makedirs(out_dir, exist_ok=True)
-        run.lock = cli.lock_folder(out_dir)
-        for name in os.listdir(out_dir):  # a write killed half-way; nobody else writes here while we hold the lock
-            if ".tmp" in name and name.rsplit(".tmp", 1)[1].isdigit():
-                os.remove(run.path(name))
+        run.lock = cli.lock_folder(out_dir)  # before the first write; released by train() (or below)
+    try:
+        return claim(run)
+    except BaseException:
+        release(run)
+        raise
+
+
+def claim(run):
+    """The run folder, locked: resume it, or clear an earlier run's files for a fresh one. A refusal
+    here leaves every file as it was."""
+    cfg, dist, out_dir = run.cfg, run.dist, run.out_dir
     if os.path.exists(run.path("result.json")) and not cfg.overwrite:
         if cfg.resume:
             return run  # finished: train() returns its record
@@ -448,6 +462,7 @@ def setup(cfg):
             if name == "result.json" or name == "log.jsonl" or (name.startswith("ckpt") and name.endswith(".pt")):
                 os.remove(run.path(name))
     if dist.master:
+        cli.remove_stale_tmp(out_dir)  # writes killed half-way
         truncate_log(run)
     if cfg.compile:
         run.train_model = torch.compile(run.model)
@@ -455,6 +470,12 @@ def setup(cfg):
         from torch.nn.parallel import DistributedDataParallel as DDP
         run.train_model = DDP(run.train_model, device_ids=[int(dist.device.split(":")[1])] if "cuda" in dist.device else None)
     return run
+
+
+def release(run):
+    if run.lock:
+        cli.unlock_folder(run.lock)
+        run.lock = None
 
 
 def restore(run):
@@ -476,27 +497,29 @@ def restore(run):
         for o, s in zip(run.opts, ckpt["optimizers"]):
             o.load_state_dict(s)
         torch.set_rng_state(ckpt["rng"]["torch"])
-    except (RuntimeError, ValueError, KeyError, TypeError) as e:
-        raise UserError(f"incompatible checkpoint {run.path('ckpt.pt')}: {str(e).splitlines()[0]}") from None
-    run.step, run.extra = ckpt["step"], dict(ckpt.get("extra", {}))
-    run.losses = list(run.extra.pop("losses", []))
-    clock = run.extra.pop("clock", {})
-    run.tokens_done, run.train_time, run.wall = (clock.get(k, 0) for k in ("tokens_done", "train_time", "wall"))
+        run.step, run.extra = ckpt["step"], dict(ckpt.get("extra", {}))
+        run.losses = [float(x) for x in run.extra.pop("losses", [])]
+        clock = run.extra.pop("clock", {})
+        run.tokens_done, run.train_time, run.wall = (float(clock.get(k, 0)) for k in ("tokens_done", "train_time", "wall"))
+    except (RuntimeError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise UserError(f"incompatible checkpoint {run.path('ckpt.pt')}: "
+                        f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}") from None
 
 
 def truncate_log(run):
     """Keep the log rows up to the resumed step (a fresh run starts an empty log). A row cut
-    short by a kill is dropped."""
+    short by a kill (or any line that is not a log row) is dropped."""
     rows = []
     if run.step and os.path.exists(run.path("log.jsonl")):
-        for line in open(run.path("log.jsonl")):
-            try:
-                r = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(r, dict) and r.get("step", math.inf) <= run.step:
-                rows.append(r)
-    atomic_write(run.path("log.jsonl"), "".join(json.dumps(r) + "\n" for r in rows))
+        with open(run.path("log.jsonl"), "rb") as f:
+            for line in f:
+                try:
+                    r = json.loads(line)
+                except ValueError:  # also bytes that are not UTF-8
+                    continue
+                if isinstance(r, dict) and type(r.get("step")) is int and r["step"] <= run.step:
+                    rows.append(r)
+    atomic_write(run.path("log.jsonl"), "".join(json.dumps(cli.clean(r)) + "\n" for r in rows))
 
 
 def checkpoint(run, name):
@@ -587,7 +610,7 @@ def loop(run):
             if "acc" in ev:
                 row["val_acc"] = round(ev["acc"], 4)
         if log:
-            log.write(json.dumps(row) + "\n")
+            log.write(json.dumps(cli.clean(row), allow_nan=False) + "\n")
             log.flush()
         if pbar:
             pbar.update(1)
@@ -651,10 +674,11 @@ def train(cfg):
     try:
         if os.path.exists(run.path("result.json")):  # --resume of a finished run
             print(f"{run.out_dir} already finished; nothing to resume")
-            return json.load(open(run.path("result.json")))
+            return read_result(run.out_dir)
         loop(run)
         return finish(run)
     finally:
+        release(run)
         if run.dist.ddp:
             import torch.distributed as dist
             dist.destroy_process_group()
