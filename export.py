@@ -298,7 +298,7 @@ def hf_phi3(c, plan, base):
         refuse(pos_flag(c, "nope"), "Phi-3 has RoPE on every layer and SmolLM3 (NoPE layers) no partial RoPE")
     if len({l.window for l in plan}) > 1:
         refuse(f"window {c.window} on some layers", "Phi-3 windows every layer or none")
-    if scaling(c) == "dynamic_ntk":
+    if scaling(c) == "dynamic_ntk" and plan[0].scaled:
         refuse("rope_scaling dynamic_ntk with rope_frac < 1", "Phi-3 has no dynamic RoPE")
     hd, r = c.n_embd // c.n_head, rope_dims(c)
     frac = r / hd
