@@ -25,6 +25,7 @@ tokenizers and safetensors are needed by --format hf only (imported there).
 """
 import dataclasses
 import io
+import json
 import lzma
 import math
 import os
@@ -320,8 +321,8 @@ def hf_smollm3(c, plan, base):
     """SmolLM3: Llama with NoPE layers (no_rope_layers) and sliding windows on any layers, hence
     SWAN-GPT without log-n scaling (RoPE on windowed layers, NoPE on global ones)."""
     one_rope_for_all_layers(c, plan, "SmolLM3")
-    return "smollm3", dict(base, rope_parameters=rope_parameters(c), no_rope_layers=[int(l.pos == "rope") for l in plan],
-                           **windows(c, plan))
+    return "smollm3", dict(base, rope_parameters=rope_parameters(c),
+                           no_rope_layers=[int(l.pos == "rope") for l in plan], **windows(c, plan))
 
 
 def hf_family(c, plan):
@@ -489,7 +490,27 @@ def write_hf(model, enc, folder):
     eot = next(s for s, i in enc._special_tokens.items() if i == enc.eot_token)
     transformers.PreTrainedTokenizerFast(tokenizer_object=hf_tokenizer(enc), bos_token=eot, eos_token=eot,
                                          clean_up_tokenization_spaces=False).save_pretrained(folder)
+    for_older_readers(folder)
     return model_type
+
+
+def for_older_readers(folder):
+    """transformers 5 writes RoPE as rope_parameters and the tokenizer class as TokenizersBackend,
+    which transformers 4 (and tools built on it) do not read: they would fall back to default RoPE.
+    Add the 4.x keys with the same values (rope_theta, rope_scaling, Phi-3's partial_rotary_factor)
+    and name the tokenizer class both read. transformers 5 reads rope_scaling first, so the values
+    must be, and are, the same. Olmo 3's per-layer-type RoPE has no 4.x form and is left as it is."""
+    path = os.path.join(folder, "config.json")
+    cfg = json.load(open(path))
+    rope = cfg["rope_parameters"]
+    if "rope_type" in rope:
+        extra = {k: v for k, v in rope.items() if k not in ("rope_theta", "partial_rotary_factor")}
+        cfg.update(rope_theta=rope["rope_theta"], rope_scaling=extra if rope["rope_type"] != "default" else None)
+        if "partial_rotary_factor" in rope:
+            cfg["partial_rotary_factor"] = rope["partial_rotary_factor"]
+        atomic_write(path, json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+    path = os.path.join(folder, "tokenizer_config.json")
+    atomic_write(path, json.dumps({**json.load(open(path)), "tokenizer_class": "PreTrainedTokenizerFast"}, indent=2) + "\n")
 
 
 def export_hf(model, cfg, xc, run_result):
@@ -534,7 +555,8 @@ def export_hf(model, cfg, xc, run_result):
     line = f"reloaded val loss {ev['loss']:.6f}" + (f" ({ev['bpb']:.4f} bpb)" if ev["bpb"] else "")
     recorded = run_result.get("metrics", {}).get("val_loss")
     if bits == model.config.bits and clip == model.config.clip and recorded is not None:
-        line += f"; recorded {'deployed (fake-quant)' if bits < 16 else 'full-precision'} {recorded:.6f}, diff {ev['loss'] - recorded:+.2e}"
+        what = "deployed (fake-quant)" if bits < 16 else "full-precision"
+        line += f"; recorded {what} {recorded:.6f}, diff {ev['loss'] - recorded:+.2e}"
     print(line)
     return dict(format="hf", architecture=arch, model_type=model_type, path=out, bits=bits, clip=clip,
                 transformers=transformers.__version__, max_abs_logit_diff=diff, val_loss=ev["loss"], val_bpb=ev["bpb"])

@@ -90,6 +90,11 @@ def test_family_logits_equal_ours(name, flags, cls, enc512, tmp_path):
     cfg = json.load(open(tmp_path / "config.json"))
     assert cfg["rms_norm_eps"] == 1e-6 and cfg["tie_word_embeddings"] == c.tie_embeddings
     assert (cfg["bos_token_id"], cfg["eos_token_id"]) == (511, 511)
+    rope = cfg["rope_parameters"]
+    if "rope_type" in rope:  # the transformers 4 keys say the same (Olmo 3's per-layer RoPE has none)
+        assert cfg["rope_theta"] == rope["rope_theta"] and cfg.get("partial_rotary_factor") == rope.get("partial_rotary_factor")
+        assert cfg["rope_scaling"] == (None if rope["rope_type"] == "default" else
+                                       {k: v for k, v in rope.items() if k not in ("rope_theta", "partial_rotary_factor")})
 
 
 def test_a_wrong_mapping_is_caught(enc512, tmp_path):
@@ -104,7 +109,8 @@ def test_a_wrong_mapping_is_caught(enc512, tmp_path):
     export.write_hf(model, enc512, str(tmp_path))
     cfg = json.load(open(tmp_path / "config.json"))
     rope = {**cfg["rope_parameters"], "original_max_position_embeddings": 32}
-    json.dump({**cfg, "rope_parameters": rope}, open(tmp_path / "config.json", "w"))
+    scaling = {**cfg["rope_scaling"], "original_max_position_embeddings": 32}  # the 4.x key, read first
+    json.dump({**cfg, "rope_parameters": rope, "rope_scaling": scaling}, open(tmp_path / "config.json", "w"))
     assert max_diff(model, load(str(tmp_path)), 64) > 100 * TOL
 
 
