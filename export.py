@@ -240,10 +240,14 @@ def full_attention(c, plan, family):
                                      f"(Qwen3, Olmo 3, SmolLM3, Phi-3) have a SwiGLU MLP")
 
 
-def one_rope_for_all_layers(c, plan, family):
-    if len({l.scaled for l in plan if l.pos == "rope"}) == 2 and scaling(c) != "none":
+def one_rope(c, plan, family):
+    """rope_parameters of a family with one RoPE for all its RoPE layers: scaled when the run scales
+    them (rope_scaling_layers global scales only global ones), refused when it scales some only."""
+    scaled = {l.scaled for l in plan if l.pos == "rope"}
+    if len(scaled) == 2 and scaling(c) != "none":
         refuse(f"rope_scaling_layers {c.rope_scaling_layers}", f"{family} applies one RoPE to every layer; "
                                                                f"Olmo 3 is the family that scales global layers alone")
+    return rope_parameters(c, scaled=True in scaled)
 
 
 # One mapping function per family: (model_type, config fields) from the model config, the layer plan
@@ -251,14 +255,14 @@ def one_rope_for_all_layers(c, plan, family):
 
 def hf_llama(c, plan, base):
     """Llama: SwiGLU MLP, full attention, RoPE on all of every head, every rope_type."""
-    return "llama", dict(base, rope_parameters=rope_parameters(c))
+    return "llama", dict(base, rope_parameters=one_rope(c, plan, "Llama"))
 
 
 def hf_arcee(c, plan, base):
     """Arcee (AFM): Llama with a non-gated MLP down(act(up x)): ReLU^2 (our default) or GELU."""
     whole_rope_every_layer(c, plan, "Arcee")
     full_attention(c, plan, "Arcee")
-    return "arcee", dict(base, rope_parameters=rope_parameters(c))
+    return "arcee", dict(base, rope_parameters=one_rope(c, plan, "Arcee"))
 
 
 def hf_apertus(c, plan, base):
@@ -266,14 +270,14 @@ def hf_apertus(c, plan, base):
     the heads) before RoPE. Its config defaults to a llama3 scaling: rope_parameters is always written."""
     whole_rope_every_layer(c, plan, "Apertus")
     full_attention(c, plan, "Apertus")
-    return "apertus", dict(base, rope_parameters=rope_parameters(c))
+    return "apertus", dict(base, rope_parameters=one_rope(c, plan, "Apertus"))
 
 
 def hf_qwen3(c, plan, base):
     """Qwen3: per-head QK-norm, SwiGLU, pre-norm; sliding windows on any layers (layer_types)."""
     whole_rope_every_layer(c, plan, "Qwen3")
-    one_rope_for_all_layers(c, plan, "Qwen3")
-    return "qwen3", dict(base, head_dim=c.n_embd // c.n_head, rope_parameters=rope_parameters(c), **windows(c, plan))
+    rope = one_rope(c, plan, "Qwen3")
+    return "qwen3", dict(base, head_dim=c.n_embd // c.n_head, rope_parameters=rope, **windows(c, plan))
 
 
 def hf_olmo(c, plan, base):
@@ -282,7 +286,7 @@ def hf_olmo(c, plan, base):
     can apply to the global layers alone (rope_scaling_layers global) or to all."""
     whole_rope_every_layer(c, plan, "Olmo 2/3")
     if not any(l.window for l in plan):
-        return "olmo2", dict(base, rope_parameters=rope_parameters(c))
+        return "olmo2", dict(base, rope_parameters=one_rope(c, plan, "Olmo 2"))
     rope = dict(full_attention=rope_parameters(c),
                 sliding_attention=rope_parameters(c, scaled=c.rope_scaling_layers == "all"))
     w = windows(c, plan)
@@ -320,8 +324,7 @@ def hf_phi3(c, plan, base):
 def hf_smollm3(c, plan, base):
     """SmolLM3: Llama with NoPE layers (no_rope_layers) and sliding windows on any layers, hence
     SWAN-GPT without log-n scaling (RoPE on windowed layers, NoPE on global ones)."""
-    one_rope_for_all_layers(c, plan, "SmolLM3")
-    return "smollm3", dict(base, rope_parameters=rope_parameters(c),
+    return "smollm3", dict(base, rope_parameters=one_rope(c, plan, "SmolLM3"),
                            no_rope_layers=[int(l.pos == "rope") for l in plan], **windows(c, plan))
 
 

@@ -53,6 +53,8 @@ FAMILIES = [
      "Phi3ForCausalLM"),
     ("smollm3-swan", dict(mlp="swiglu", swan=True, n_layer=4, window=8, global_every=2, rope_scaling="pi", **SCALED),
      "SmolLM3ForCausalLM"),
+    ("smollm3-swan-global", dict(mlp="swiglu", swan=True, window=8, global_every=2, rope_scaling="yarn",
+                                 rope_scaling_layers="global", **SCALED), "SmolLM3ForCausalLM"),  # no layer scaled
     ("smollm3-nope", dict(mlp="swiglu", pos="nope"), "SmolLM3ForCausalLM"),
     ("smollm3-swa-dynamic", dict(mlp="swiglu", window=8, layer_pattern="g,w", rope_scaling="dynamic_ntk", **SCALED),
      "SmolLM3ForCausalLM"),
