@@ -7,12 +7,19 @@ length through train.py's own loop.
     python extend.py out/base --method yarn --factor 4 --iters 200 --stages 2   # 2x, then 4x
     python extend.py out/nope --method none --factor 4 --iters 200              # NoPE / ALiBi / ExPE
     python extend.py out/base --method abf --theta 500000 --factor 4 --iters 200
+    python extend.py out/base --method swan --window 64 --global_every 2 --iters 100   # RoPE -> SWAN-GPT
 
 --factor is s = L'/L relative to the ORIGINAL pretraining length L, also when the parent was itself
 extended (YaRN's ramp and the 2-stage recipe both refer to that one L). Each extension writes the
 rescaled model as OUT/init.pt (with its lineage: where it came from) and trains from it with
 `train.py --init_from` semantics, so the output folder is a run like any other (ckpt.pt, result.json)
 and a killed extension is resumed by running the same command again.
+
+--method swan converts a trained RoPE model into SWAN-GPT (arXiv 2504.08719: "existing pre-trained
+decoder-only models can be efficiently converted to the SWAN architecture with minimal continued
+training"): the same weights, with RoPE kept on sliding-window layers and removed (NoPE) from the
+global ones, then --iters steps of continued training at the parent's length (or at --factor x it).
+Log-n scaling stays off in the record: switch it on at evaluation (evaluate.py --logn).
 """
 import contextlib
 import dataclasses
@@ -24,7 +31,7 @@ import train
 from cli import UserError, flag, parse, main as cli_main
 from model import ROPE_SCALINGS, GPTConfig, layer_plan
 
-METHODS = ROPE_SCALINGS + ("abf",)
+METHODS = ROPE_SCALINGS + ("abf", "swan")
 SCALINGS = ROPE_SCALINGS[1:]  # the methods that rescale RoPE frequencies
 
 
@@ -32,11 +39,14 @@ SCALINGS = ROPE_SCALINGS[1:]  # the methods that rescale RoPE frequencies
 class ExtendConfig:
     run: str = flag("", "the parent run folder", positional=True)
     method: str = flag("yarn", " | ".join(METHODS))
-    factor: float = flag(0.0, "target length / pretraining length (required)")
+    factor: float = flag(0.0, "target length / pretraining length (required; swan: optional, default 1)")
     theta: float = flag(0.0, "abf: the new RoPE base, e.g. 500000")
     beta_fast: float = flag(32.0, "yarn: pairs rotating more often than this in L are kept")
     beta_slow: float = flag(1.0, "yarn: pairs rotating less than this in L are interpolated")
     layers: str = flag("all", "scale every RoPE layer, or global ones only (Olmo 3: windowed layers keep RoPE)")
+    window: int = flag(0, "swan: sliding window of the RoPE layers (0 = the parent's)")
+    global_every: int = flag(0, "swan: the last layer of each group of k is global NoPE (0 = the parent's "
+                                "global layers, else 4)")
     ckpt: str = flag("final", "final | warmdown | a --save_at fraction (0.25): the early-extension diagnostic")
     iters: int = flag(0, "continued-training steps (0 = training-free: evaluate and record)")
     stages: int = flag(1, "2: --stage1_factor for half the steps (into OUT/stage1), then --factor")
@@ -68,7 +78,7 @@ def check_method(mc, ec, algo):
         raise UserError(f"--layers {ec.layers!r}: all | global")
     if ec.layers == "global" and ec.method not in SCALINGS:
         raise UserError(f"--layers global applies to RoPE scaling methods ({' | '.join(SCALINGS)})")
-    if ec.method == "none":
+    if ec.method in ("none", "swan"):  # swan: swan_fields checks the parent
         return
     plan = layer_plan(dataclasses.replace(mc, rope_scaling_layers=ec.layers))
     rotary = [l for l in plan if l.pos in ("rope", "hope")]
@@ -79,12 +89,42 @@ def check_method(mc, ec, algo):
         raise UserError("--layers global: every RoPE layer of this model is windowed; nothing to scale")
 
 
+def swan_fields(mc, ec):
+    """GPTConfig fields that turn the RoPE model mc into SWAN-GPT: window and global layers (the
+    parent's, or --window / --global_every), RoPE on the windowed layers, NoPE on the global ones.
+    The weights are untouched: SWAN adds no parameter, it only changes the per-layer plan."""
+    plan = layer_plan(mc)
+    if mc.swan or mc.pos_pattern or any(l.pos != "rope" for l in plan):
+        raise UserError(f"--method swan converts a model with RoPE in every layer; this one has "
+                        f"{'swan already' if mc.swan else 'pos ' + (mc.pos_pattern or mc.pos)}")
+    if any(l.chunk for l in plan):
+        raise UserError(f"--method swan: chunk attention layers (chunk_layers {mc.chunk_layers!r}) are local "
+                        f"by construction; convert a model without them")
+    if ec.window < 0 or ec.global_every < 0:
+        raise UserError(f"--window {ec.window} and --global_every {ec.global_every} must be >= 0")
+    window = ec.window or mc.window
+    if not window:
+        raise UserError("--method swan needs --window W: the parent has no sliding window")
+    new = dict(swan=True, window=window)
+    if ec.global_every or not (mc.window and any(l.window == 0 for l in plan)):
+        new.update(global_every=ec.global_every or 4, layer_pattern="")  # else: the parent's global layers
+    try:
+        GPTConfig.from_dict({**dataclasses.asdict(mc), **new})
+    except ValueError as e:
+        raise UserError(f"--method swan: {e}") from None
+    return new
+
+
 def extended_fields(mc, ec, factor):
-    """GPTConfig fields that extend model config mc to factor x its pretraining length."""
+    """GPTConfig fields that extend model config mc to factor x its pretraining length (swan: convert,
+    at the same length when factor is 1)."""
     L = mc.rope_original_len or mc.block_size  # the ORIGINAL length, even for an extended parent
+    new = swan_fields(mc, ec) if ec.method == "swan" else {}
+    if ec.method == "swan" and factor == 1:
+        return new
     if factor <= 1 or factor * L != int(factor * L):
         raise UserError(f"--factor {factor:g} must be > 1 and give a whole number of tokens from L={L}")
-    new = dict(block_size=int(factor * L), rope_original_len=L)
+    new.update(block_size=int(factor * L), rope_original_len=L)
     if ec.method in SCALINGS:
         new.update(rope_scaling=ec.method, rope_factor=factor, yarn_beta_fast=ec.beta_fast,
                    yarn_beta_slow=ec.beta_slow, rope_scaling_layers=ec.layers)
@@ -123,27 +163,36 @@ def prepare(ec, parent, which, factor, iters, out_dir):
     check_method(mc, ec, parent_cfg.algo)
     new = extended_fields(mc, ec, factor)
     model = train.model_from_checkpoint(ckpt, **new)
-    cfg = child_config(parent_cfg, ec, new["block_size"], new["rope_original_len"], iters, out_dir)
+    c = model.config
+    L = c.rope_original_len or c.block_size
+    cfg = child_config(parent_cfg, ec, c.block_size, L, iters, out_dir)
     lineage = dict(parent=parent, parent_ckpt=which, parent_step=ckpt["step"], method=ec.method,
-                   factor=factor, original_len=new["rope_original_len"], block_size=new["block_size"],
-                   theta=model.config.rope_theta, beta_fast=ec.beta_fast, beta_slow=ec.beta_slow,
+                   factor=factor, original_len=L, block_size=c.block_size,
+                   theta=c.rope_theta, beta_fast=ec.beta_fast, beta_slow=ec.beta_slow,
                    layers=ec.layers, iters=iters, short_frac=ec.short_frac,
                    parent_lineage=ckpt.get("extra", {}).get("lineage"))
+    if ec.method == "swan":
+        lineage.update(window=c.window, global_every=c.global_every, layer_pattern=c.layer_pattern)
     return model, cfg, lineage
 
 
 def stages(ec):
     """[(parent, checkpoint, factor, iters, out_dir)]: one stage, or the 2-stage recipe (stage 1
     at --stage1_factor for half the steps into OUT/stage1; stage 2 at --factor from stage 1)."""
-    if ec.factor <= 0:
+    swan = ec.method == "swan"
+    factor = ec.factor if ec.factor > 0 or not swan else 1.0  # swan converts at the parent's length
+    if factor <= 0:
         raise UserError("--factor is required: target length / pretraining length, e.g. 4")
     if ec.iters < 0:
         raise UserError(f"--iters {ec.iters} must be >= 0 (0 = training-free)")
-    out_dir = ec.out_dir or f"{os.path.normpath(ec.run)}-{ec.method}{ec.factor:g}" + ("-ft" if ec.iters else "")
+    tag = ec.method if swan and factor == 1 else f"{ec.method}{factor:g}"
+    out_dir = ec.out_dir or f"{os.path.normpath(ec.run)}-{tag}" + ("-ft" if ec.iters else "")
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise UserError(f"--out_dir {out_dir} is a file, not a folder")
     if ec.stages == 1:
-        return [(ec.run, ec.ckpt, ec.factor, ec.iters, out_dir)]
+        return [(ec.run, ec.ckpt, factor, ec.iters, out_dir)]
+    if swan:
+        raise UserError("--stages 2 is the context-extension recipe; --method swan converts in one stage")
     if ec.stages != 2 or ec.iters < 2 or not 1 < ec.stage1_factor < ec.factor:
         raise UserError(f"--stages {ec.stages}: 1, or 2 with --iters >= 2 and 1 < --stage1_factor "
                         f"{ec.stage1_factor:g} < --factor {ec.factor:g}")

@@ -526,8 +526,14 @@ def apply_rope(x, cos, sin):
 
 
 def alibi_slopes(n_head):
-    """ALiBi (arXiv 2108.12409) head slopes m_h = 2^(-8h/H), h = 1..H."""
-    return torch.tensor([2.0 ** (-8.0 * h / n_head) for h in range(1, n_head + 1)])
+    """ALiBi (arXiv 2108.12409) head slopes as the paper's reference code (get_slopes) defines them.
+    For H a power of two: the geometric sequence m_h = 2^(-8h/H), h = 1..H. Otherwise: the slopes of
+    the largest power of two P < H, then every other slope of 2P (its 1st, 3rd, 5th, ...) for the
+    remaining H - P heads, so the extra heads interleave with the first P instead of stretching the
+    sequence (2^(-8h/H) would give H = 6 slopes 2^(-4/3)..., not the reference's)."""
+    P = 2 ** int(math.log2(n_head))
+    geometric = lambda n: [2.0 ** (-8.0 * h / n) for h in range(1, n + 1)]
+    return torch.tensor(geometric(P) + geometric(2 * P)[0::2][:n_head - P])
 
 
 def apply_expe(x, values):

@@ -216,6 +216,52 @@ def test_layers_global_keeps_windowed_layers_rope(parent, tmp_path):
     assert not torch.equal(pe[("rope", True)][0], pe0[("rope", True)][0])  # global: YaRN
 
 
+# ---------------------------------------------------------------- SWAN conversion
+
+def block_outputs(model, x, upto):
+    """Hidden states after blocks 0..upto-1 (the layers that a conversion may leave unchanged)."""
+    h, pe = model.embed(x), model.positions(x.shape[1], "cpu")
+    for block in model.blocks[:upto]:
+        h = block(h, pe)
+    return h
+
+
+def test_swan_conversion_keeps_weights_and_changes_only_the_plan(parent, tmp_path):
+    p = parent("rope")  # 2 layers, block 32, RoPE everywhere
+    out = str(tmp_path / "swan")
+    r = run_extend([p, "--method", "swan", "--window", "8", "--global_every", "2", "--out_dir", out])
+    mc = r["model_config"]
+    assert (mc["swan"], mc["window"], mc["global_every"], mc["block_size"], mc["logn_scale"]) == (True, 8, 2, 32, False)
+    lin = r["lineage"]
+    assert (lin["method"], lin["window"], lin["global_every"], lin["parent"], r["steps"]) == ("swan", 8, 2, p, 0)
+    a = train.model_from_checkpoint(train.load_checkpoint(os.path.join(p, "ckpt.pt")))
+    b = train.model_from_checkpoint(train.load_checkpoint(os.path.join(out, "ckpt.pt")))
+    assert [(l.window, l.pos) for l in a.plan] == [(0, "rope"), (0, "rope")]
+    assert [(l.window, l.pos) for l in b.plan] == [(8, "rope"), (0, "nope")]  # RoPE windowed, NoPE global
+    sa, sb = a.state_dict(), b.state_dict()
+    assert sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)  # every weight identical
+    x = torch.randint(0, 500, (2, 8))  # within the window the windowed RoPE layer is the parent's layer
+    with torch.no_grad():
+        assert torch.equal(block_outputs(a, x, 1), block_outputs(b, x, 1))
+        assert not torch.allclose(a(x)[0], b(x)[0], atol=1e-4)  # the global layer lost RoPE
+    assert b.config.window == 8 and sum(l.window == 0 for l in b.plan) == 1
+
+
+def test_swan_conversion_then_training_runs_and_records_lineage(parent, tmp_path):
+    p = parent("windowed", window=8, global_every=2)  # the parent's window and global layers are kept
+    out = str(tmp_path / "swan-ft")
+    r = run_extend([p, "--method", "swan", "--iters", "3", "--out_dir", out])
+    assert r["steps"] == 3 and math.isfinite(r["metrics"]["val_loss"])
+    assert (r["lineage"]["method"], r["lineage"]["iters"], r["lineage"]["window"]) == ("swan", 3, 8)
+    assert r["config"]["init_from"] == os.path.join(out, "init.pt")
+    init = train.load_checkpoint(os.path.join(out, "init.pt"))  # the converted model before training
+    pk = train.load_checkpoint(os.path.join(p, "ckpt.pt"))
+    assert all(torch.equal(v, pk["model"][k]) for k, v in init["model"].items())
+    final = train.load_checkpoint(os.path.join(out, "ckpt.pt"))
+    assert final["extra"]["lineage"] == r["lineage"] and final["model_config"]["swan"]
+    assert not all(torch.equal(v, init["model"][k]) for k, v in final["model"].items())  # it trained
+
+
 # ---------------------------------------------------------------- bad input
 
 BAD = [
@@ -234,6 +280,11 @@ BAD = [
     ("nofactor", ["{rope}"], "--factor is required"),
     ("stages", ["{rope}", "--factor", "2", "--stages", "2", "--iters", "4"], "--stages 2"),
     ("flag", ["{rope}", "--factor", "2", "--no_such_flag"], "unrecognized arguments"),
+    ("swan_window", ["{rope}", "--method", "swan"], "needs --window W"),
+    ("swan_rope", ["{nope}", "--method", "swan", "--window", "8"], "RoPE in every layer"),
+    ("swan_global", ["{rope}", "--method", "swan", "--window", "8"], "at least one global layer"),  # 2 layers, k=4
+    ("swan_big", ["{rope}", "--method", "swan", "--window", "64", "--global_every", "2"], "window=64 must be"),
+    ("swan_stages", ["{rope}", "--method", "swan", "--window", "8", "--stages", "2", "--iters", "2"], "one stage"),
 ]
 
 

@@ -159,8 +159,19 @@ def test_gqa_equals_explicit_kv_repetition(flags):
 
 
 def test_alibi_slopes():
+    # powers of two: the geometric sequence 2^(-8h/H), unchanged
     assert torch.allclose(alibi_slopes(8), torch.tensor([2.0 ** -k for k in range(1, 9)]))
     assert torch.allclose(alibi_slopes(4), torch.tensor([2.0 ** -k for k in (2, 4, 6, 8)]))
+    assert torch.allclose(alibi_slopes(16), torch.tensor([2.0 ** (-k / 2) for k in range(1, 17)]))
+    # other head counts, by hand from the reference get_slopes: the 4 (8) slopes of the largest power
+    # of two, then the 8-head (16-head) slopes at positions 0, 2, ... i.e. the 1st, 3rd, ... of them
+    h6 = [2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8] + [2 ** -1, 2 ** -3]
+    h12 = [2.0 ** -k for k in range(1, 9)] + [2 ** -0.5, 2 ** -1.5, 2 ** -2.5, 2 ** -3.5]
+    assert torch.equal(alibi_slopes(6), torch.tensor(h6))
+    assert torch.equal(alibi_slopes(12), torch.tensor(h12))
+    assert torch.equal(alibi_slopes(5), torch.tensor([0.25, 2 ** -4, 2 ** -6, 2 ** -8, 0.5]))
+    # what the old rule 2^(-8h/H) gave for H = 6: not the reference
+    assert not torch.allclose(alibi_slopes(6), torch.tensor([2.0 ** (-8 * h / 6) for h in range(1, 7)]))
 
 
 def test_hope_keeps_high_frequencies_and_freezes_low_ones():
