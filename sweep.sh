@@ -64,7 +64,7 @@ TRAIN_FLAGS="--quiet${DATA:+ --data $DATA}${EXTRA:+ $EXTRA}"  # on every text tr
 
 tokens_for() {  # -> TOKENS: paper token budgets, ~20 tokens per non-embedding parameter (Chinchilla-style)
     case $1 in
-        3M) TOKENS=60000000;; 5M) TOKENS=100000000;; 8M) TOKENS=160000000;; 15M) TOKENS=300000000;;
+        3M) TOKENS=60000000;; 5M) TOKENS=100000000;; 8M) TOKENS=160000000;; 15M) TOKENS=300000000;; 20M) TOKENS=400000000;;
         30M) TOKENS=600000000;; 50M) TOKENS=1000000000;; 100M) TOKENS=2000000000;; 175M) TOKENS=3500000000;;
         250M) TOKENS=5000000000;; 350M) TOKENS=7000000000;; *) TOKENS=20000000;;
     esac
@@ -127,7 +127,7 @@ grid_qat_probes() {
         int4_sizes="0.1M 0.5M"; int4_seeds="0 1 2"; int4_wds="0.1 0.33 0.6"
     else
         base="15M 50M"; seeds="0 1 2"; sizes="5M 8M 175M 250M 350M"; long="3 9"
-        int4_sizes="3M 5M 8M 15M 30M 50M 100M"; int4_seeds="0 1 2 3 4 5 6 7 8 9"; int4_wds="0.1 0.33"
+        int4_sizes="3M 5M 8M 15M 20M 30M 50M 100M"; int4_seeds="0 1 2 3 4 5 6 7 8 9"; int4_wds="0.1 0.33"
     fi
     {
     for size in $base; do for bits in $QAT_BITS; do for seed in $seeds; do
@@ -351,8 +351,16 @@ post() {
         note "grid-distance probe (evaluate.py --tasks grid) on the warmdown checkpoints"
         run_pool "$OUT/qat/logs/probe" < <(probe_lines)
     fi
-    note "analysis: $PY analyze.py $OUT/$study"
-    $PY analyze.py "$OUT/$study" || rc=$?
+    local -a folders=("$OUT/$study") flags=()
+    if [[ $study == qat || $study == qat-probes ]]; then
+        # the penalty law is fitted on the grid's sizes and tested on the probes' held-out sizes,
+        # so qat-probes is analysed together with the grid (as the QAT seed's Phase 2 + Phase 5)
+        qat_axes
+        [[ $study == qat-probes && -d $OUT/qat ]] && folders=("$OUT/qat" "$OUT/qat-probes")
+        flags=(--fit_sizes "${QAT_SIZES// /,}" --out "$OUT/$study")
+    fi
+    note "analysis: $PY analyze.py ${folders[*]} ${flags[*]}"
+    $PY analyze.py "${folders[@]}" "${flags[@]}" || rc=$?
     return $rc
 }
 
