@@ -37,9 +37,9 @@ COUNTS = {  # (study, scale) -> lines of the full grid
     ("qat", "paper"): 3 * 3 * 4 * 4 * 5,            # the seed's 720-run grid (4 LRs)
     # adamw 1x3x2x3 + cosine 1x3x2 + 3x longer 2x3x2 + size 1M 2x3x2 + INT4 2 sizes x {4,16} x 3 seeds x 3 wd
     ("qat-probes", "tiny"): 18 + 6 + 12 + 12 + 36,
-    # adamw 2x3x3x3 + cosine 2x3x3 + {3x,9x} 2x3x3x2 + 5 sizes 3x3x3 + INT4 7x2x10x2, minus 12 FP16
-    # runs the size and INT4 probes share (5M/8M, wd 0.1/0.33, seeds 0-2)
-    ("qat-probes", "paper"): 54 + 18 + 36 + 135 + 280 - 12,
+    # adamw 2x3x3x3 + cosine 2x3x3 + {3x,9x} 2x3x3x2 + 5 sizes 3x3x3 + INT4 8x2x10x2 (3M-100M: six sizes
+    # below 50M), minus 12 FP16 runs the size and INT4 probes share (5M/8M, wd 0.1/0.33, seeds 0-2)
+    ("qat-probes", "paper"): 54 + 18 + 36 + 135 + 320 - 12,
     ("longctx", "tiny"): 2 * 2 * 2 * 2,             # qk_norm x GQA x SWA x context
     ("longctx", "paper"): 3 * 2 * 2 * 2,
     ("posenc", "tiny"): 7 * 2,                      # 5 --pos + swan + chunk, x seeds
@@ -310,7 +310,8 @@ def test_post_runs_probe_then_analyze(env):
     for a in probes:  # every run measured on the INT6 grid at its warmdown checkpoint, into its own grid.json
         assert flag(a, "--grid_bits") == "6" and flag(a, "--ckpt") == "warmdown"
         assert flag(a, "--out") == os.path.join(a[0], "grid.json")
-    assert [a for _, _, a in calls(env, "analyze.py")] == [[os.path.join(env["OUT"], "qat")]]
+    out = os.path.join(env["OUT"], "qat")  # the law is fitted on the grid's sizes
+    assert [a for _, _, a in calls(env, "analyze.py")] == [[out, "--fit_sizes", "0.1M,0.5M", "--out", out]]
     assert len(os.listdir(os.path.join(env["OUT"], "qat", "logs", "probe"))) == 3
 
 
