@@ -110,6 +110,30 @@ def _ols(A, y):
     return np.linalg.lstsq(A, y, rcond=None)[0]
 
 
+def seed_noise_check(fit_pts, held_pts):
+    """The law checked against the seed noise rather than the OLS residual sd, which has n - 2 degrees
+    of freedom: with 3 fit sizes the 95% prediction interval uses t = 12.7 and covers almost anything.
+    Points are (N, mean penalty, sd over seeds, seeds). Weighted least squares with the known variances
+    se^2 = sd^2 / seeds: the lack-of-fit chi^2 of the fit sizes (n - 2 dof) and its p-value, and per
+    held-out size z = (P - Phat) / sqrt(se^2 + var(Phat)). None when a point lacks an sd over >= 2 seeds."""
+    pts = list(fit_pts) + list(held_pts)
+    if len(fit_pts) < 3 or any(p[2] is None or not p[2] > 0 or p[3] < 2 for p in pts):
+        return None
+    x = np.log([p[0] for p in fit_pts])
+    y = np.array([p[1] for p in fit_pts])
+    se = np.array([p[2] / math.sqrt(p[3]) for p in fit_pts])
+    X = np.stack([np.ones_like(x), x], 1)
+    cov = np.linalg.inv(X.T @ np.diag(1 / se ** 2) @ X)
+    coef = cov @ X.T @ np.diag(1 / se ** 2) @ y
+    chi2 = float((((y - X @ coef) / se) ** 2).sum())
+    held = []
+    for n, pen, sd, k in held_pts:
+        x0 = np.array([1.0, math.log(n)])
+        held.append({"pred": float(x0 @ coef), "z": (pen - float(x0 @ coef)) / math.sqrt(sd ** 2 / k + float(x0 @ cov @ x0))})
+    return {"alpha": float(coef[0]), "beta": float(coef[1]), "beta_se": math.sqrt(cov[1, 1]), "chi2": chi2,
+            "dof": len(fit_pts) - 2, "p_lack_of_fit": float(stats.chi2.sf(chi2, len(fit_pts) - 2)), "held": held}
+
+
 def r2_in_sample(X, y):
     """R^2 = 1 - SSE/SST of OLS with intercept (X 1-D or 2-D); nan when n <= 1 + columns or y is constant."""
     A, y = _design(X, y)
@@ -426,9 +450,13 @@ def penalty_report(recs, order, fit_sizes=None, level=0.95, ref_lr=1.0, ref_warm
                 yhat, lo, hi = predict_interval(fit, [rows[s]["n_params"] for s in held], level)
                 for s, yh, l, h in zip(held, yhat, lo, hi):
                     rows[s].update(pred=float(yh), lo=float(l), hi=float(h), inside=bool(l <= rows[s]["penalty"] <= h))
-                g["held_out"] = [{k: rows[s][k] for k in ("size", "n_params", "penalty", "pred", "lo", "hi", "inside")}
-                                 for s in held]
                 g["coverage"] = f"{sum(rows[s]['inside'] for s in held)}/{len(held)}"
+            pt = lambda s: (rows[s]["n_params"], rows[s]["penalty"], rows[s]["sd"], rows[s]["n"])
+            g["seed_check"] = seed_noise_check([pt(s) for s in fit_set], [pt(s) for s in held])
+            for s, h in zip(held, (g["seed_check"] or {}).get("held", [])):
+                rows[s]["z_seed"] = h["z"]
+            g["held_out"] = [{k: rows[s].get(k) for k in ("size", "n_params", "penalty", "pred", "lo", "hi", "inside", "z_seed")}
+                             for s in held]
         out.append(g)
     return {"level": level, "ref_lr": ref_lr, "ref_warmdown": ref_warmdown, "laws": out}
 
@@ -632,6 +660,12 @@ def penalty_md(p):
             L += [f"Fit on {', '.join(g['fit_sizes'])}: alpha={ft['alpha']:.4g}, beta={ft['beta']:.4g}, s={ft['s']:.3g},"
                   f" R^2={f(ft['r2'], '.3f')}. " + (f"Held-out coverage {g['coverage']}." if g["coverage"]
                                                    else "No held-out sizes.")]
+            sc = g.get("seed_check")
+            if sc:
+                zs = ", ".join(f"{h['size']} z={h['z_seed']:+.1f}" for h in g["held_out"] if h.get("z_seed") is not None)
+                L += ["", f"Against the seed noise (weighted by sd/sqrt(seeds)): beta={sc['beta']:.4g} ± {sc['beta_se']:.2g},"
+                          f" lack of fit chi^2={sc['chi2']:.2f} on {sc['dof']} dof (p={sc['p_lack_of_fit']:.2g})"
+                          + (f"; held-out {zs}." if zs else ".")]
         else:
             L += [f"_{g['message']}._"]
         L += [""]

@@ -19,7 +19,7 @@ from model import GPT
 
 # the planted truth: P_b(N) = alpha_b + beta_b ln N, a schedule optimum at warmdown 0.33 for every
 # (bits, size) except INT4 below 50M where the three warmdowns tie (pure noise)
-LAW = {8: (0.020, -0.001), 6: (0.30, -0.015), 4: (1.20, -0.055)}
+LAW = {8: (0.020, -0.001), 6: (0.30, -0.015), 4: (1.20, -0.055), 3: (2.0, -0.09)}
 SEED_SD = 0.003
 BASE = "optimizer=muon,schedule=wsd,budget=x1"  # the grid's variant name: every splitting key, fixed order
 
@@ -134,3 +134,40 @@ def test_fit_sizes_without_runs_is_a_one_line_error(paper_study, tmp_path, capsy
     assert analyze.main([str(tmp_path), "--fit_sizes", "1M,7M", "--no_plots"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "7M" in err[0]
+
+
+def test_tiny_grid_end_to_end(tmp_path):
+    """The tiny design as sweep.sh lists it: qat (fit sizes 14K-39K, held-out 6K and 55K) and qat-probes
+    (held-out 10K and 0.1M, INT3) analysed together, as `sweep.sh --post qat-probes` does."""
+    out = str(tmp_path)
+    write_records(grid_lines("qat", "tiny", out) + grid_lines("qat-probes", "tiny", out), {})
+    report = os.path.join(out, "report")
+    assert analyze.main([os.path.join(out, "qat"), os.path.join(out, "qat-probes"), "--fit_sizes", "14K,25K,39K",
+                         "--out", report]) == 0
+    rep = json.load(open(os.path.join(report, "analysis.json")))
+    laws = {(g["variant"], g["bits"]): g for g in rep["penalty_law"]["laws"]}
+    g3, g4 = laws[(BASE, 3)], laws[(BASE, 4)]
+    assert g3["fit_sizes"] == g4["fit_sizes"] == ["14K", "25K", "39K"]
+    assert [h["size"] for h in g3["held_out"]] == ["6K", "10K", "55K", "0.1M"]
+    assert [h["size"] for h in g4["held_out"]] == ["6K", "55K"]
+    assert g3["beta"] == pytest.approx(LAW[3][1], abs=0.01) and g3["seed_check"]["dof"] == 1
+    assert all(h["z_seed"] is not None for h in g3["held_out"])
+    verdict = {(c["bits"], c["size"]): c for c in rep["qat"]["verdict"] if c["variant"] == BASE}
+    assert set(verdict) == {(b, s) for b in (16, 4, 3) for s in ("14K", "25K", "39K")}  # held-out sizes: no verdict
+    assert all(len(c["warmdowns"]) == 3 for c in verdict.values())
+    # the planted optimum (INT4 below 40M params is planted as a tie: no claim)
+    assert all(c["best_warmdown"] == 0.33 and c["same_as_fp16"] for (b, s), c in verdict.items() if b != 4)
+    assert {"qat_warmdown.png", "penalty_vs_size.png"} <= set(os.listdir(report))
+
+
+def test_seed_noise_check_by_hand():
+    n = [1e4, 2e4, 4e4]
+    exact = [(x, 0.5 - 0.03 * math.log(x), 0.01, 3) for x in n]
+    sc = analyze.seed_noise_check(exact, [(8e4, 0.5 - 0.03 * math.log(8e4) + 0.02, 0.01, 3)])
+    assert sc["chi2"] == pytest.approx(0, abs=1e-9) and sc["p_lack_of_fit"] == pytest.approx(1.0)
+    assert sc["beta"] == pytest.approx(-0.03) and sc["dof"] == 1
+    # held-out z = 0.02 / sqrt(0.01^2 / 3 + var of the prediction): positive, about 2-3.5
+    assert 1.5 < sc["held"][0]["z"] < 3.5
+    bent = exact[:2] + [(4e4, exact[2][1] + 0.05, 0.01, 3)]  # 0.05 off at se 0.0058: a clear lack of fit
+    assert analyze.seed_noise_check(bent, [])["p_lack_of_fit"] < 1e-3
+    assert analyze.seed_noise_check(exact[:2], []) is None  # 2 points: no check
