@@ -1,12 +1,14 @@
 """
 Statistics and reports for the sweeps of this project.
 
-    python analyze.py out/qat_grid [out/probes ...] [--out DIR] [--fit_sizes 15M,30M,50M]
+    python analyze.py out/sweeps/qat out/sweeps/qat-probes --fit_sizes 15M,30M,50M,100M --out DIR
 
-Reads every result.json (and the eval.json next to it, if any) under the folders and writes
-analysis.md, analysis.json and PNG plots to --out (default: the first folder). Sections:
-  1. QAT schedule grid: best warmdown per (bits, size, lr) cell, paired z across seeds
-  2. quantisation penalty P_b(N) = L_b(N) - L_16(N), log-linear law, 95% prediction intervals
+Reads every result.json (and the eval.json / grid.json next to it, if any) under the folders and
+writes analysis.md, analysis.json and PNG plots to --out (default: the first folder). Sections:
+  1. QAT schedule grid: best warmdown per (bits, size, lr) cell and per (bits, size) -- the verdict,
+     each warmdown at its best LR -- with paired z across seeds
+  2. quantisation penalty P_b(N) = L_b(N) - L_16(N) at the reference cell (--ref_lr, --ref_warmdown,
+     matched seeds), log-linear law on the --fit_sizes, prediction intervals at the held-out sizes
   3. weight-to-grid distance, QAT vs FP16 weights on the same grid
   4. long-context: inhibiting-feature count -> score, in-sample and leave-one-out R^2
 Seeds: the QAT LR-schedule study (720-run grid, "QAT seed" below; it has no arXiv id) and "Cracks in the Foundation" (arXiv 2608.10296, "long-context
@@ -25,13 +27,15 @@ from cli import OneLineParser, atomic_write, finite_float
 
 # config keys that split runs into separate studies (probes: AdamW, cosine, longer training, late QAT,
 # clip rule) so that the QAT tables never average across them. A key splits only where it varies
-# within one size: iters or tokens scaled with model size are part of the grid, not a probe.
+# within one size. The training length is compared as "budget": a run's tokens over the most common
+# token count of its size (x1 for the grid, x3 / x9 for the longer-training probe), because token
+# budgets scale with model size by design and must not split the sizes of one law apart.
 # These come first in a variant's name; every other config key (and model flag, as model.<flag>)
 # that varies within one size splits too, except the grid's own axes and bookkeeping below.
-VARIANT_KEYS = ("optimizer", "schedule", "iters", "tokens", "block_size", "clip", "qat_start")
-AXIS_KEYS = ("bits", "lr", "warmdown", "seed", "size", "n_layer", "n_embd", "n_head")  # size label: size_label
+VARIANT_KEYS = ("optimizer", "schedule", "budget", "block_size", "clip", "qat_start")
+AXIS_KEYS = ("bits", "lr", "warmdown", "seed", "size", "n_layer", "n_embd", "n_head", "iters", "tokens")
 BOOKKEEPING_KEYS = ("out_dir", "quiet", "resume", "overwrite", "device", "compile", "cache_dir", "eval_interval",
-                    "eval_tokens", "save_at", "ckpt_every", "model")
+                    "eval_tokens", "save_at", "ckpt_every", "model", "ptq_bits", "init_from", "data")
 
 # -----------------------------------------------------------------------------
 # statistics: pure functions
@@ -104,6 +108,30 @@ def _design(X, y):
 def _ols(A, y):
     # lstsq gives the minimum-norm solution, so a constant or duplicated axis does not crash
     return np.linalg.lstsq(A, y, rcond=None)[0]
+
+
+def seed_noise_check(fit_pts, held_pts):
+    """The law checked against the seed noise rather than the OLS residual sd, which has n - 2 degrees
+    of freedom: with 3 fit sizes the 95% prediction interval uses t = 12.7 and covers almost anything.
+    Points are (N, mean penalty, sd over seeds, seeds). Weighted least squares with the known variances
+    se^2 = sd^2 / seeds: the lack-of-fit chi^2 of the fit sizes (n - 2 dof) and its p-value, and per
+    held-out size z = (P - Phat) / sqrt(se^2 + var(Phat)). None when a point lacks an sd over >= 2 seeds."""
+    pts = list(fit_pts) + list(held_pts)
+    if len(fit_pts) < 3 or any(p[2] is None or not p[2] > 0 or p[3] < 2 for p in pts):
+        return None
+    x = np.log([p[0] for p in fit_pts])
+    y = np.array([p[1] for p in fit_pts])
+    se = np.array([p[2] / math.sqrt(p[3]) for p in fit_pts])
+    X = np.stack([np.ones_like(x), x], 1)
+    cov = np.linalg.inv(X.T @ np.diag(1 / se ** 2) @ X)
+    coef = cov @ X.T @ np.diag(1 / se ** 2) @ y
+    chi2 = float((((y - X @ coef) / se) ** 2).sum())
+    held = []
+    for n, pen, sd, k in held_pts:
+        x0 = np.array([1.0, math.log(n)])
+        held.append({"pred": float(x0 @ coef), "z": (pen - float(x0 @ coef)) / math.sqrt(sd ** 2 / k + float(x0 @ cov @ x0))})
+    return {"alpha": float(coef[0]), "beta": float(coef[1]), "beta_se": math.sqrt(cov[1, 1]), "chi2": chi2,
+            "dof": len(fit_pts) - 2, "p_lack_of_fit": float(stats.chi2.sf(chi2, len(fit_pts) - 2)), "held": held}
 
 
 def r2_in_sample(X, y):
@@ -275,15 +303,17 @@ def records(runs):
             grid.append((r, vals))
         else:
             skipped["missing"] += 1
+    budget = budgets(r for r, _ in grid)
+    fields_of = lambda r: dict(variant_fields(r["config"]), budget=budget[id(r)])
     by_size = defaultdict(list)
     for r, _ in grid:
-        by_size[size_label(r["config"])].append(variant_fields(r["config"]))
+        by_size[size_label(r["config"])].append(fields_of(r))
     keys = sorted({k for fs in by_size.values() for f in fs for k in f},
                   key=lambda k: (VARIANT_KEYS.index(k) if k in VARIANT_KEYS else len(VARIANT_KEYS), k))
     varying = [k for k in keys if any(len({f.get(k) for f in fs}) > 1 for fs in by_size.values())]
     recs, seen, dups = [], set(), []
     for r, (bits, lr, wd, seed, loss) in grid:
-        fields = variant_fields(r["config"])
+        fields = fields_of(r)
         variant = ",".join(f"{k}={fields.get(k)}" for k in varying)
         key = (variant, int(bits), size_label(r["config"]), lr, round(wd, 6), int(seed))
         if key in seen:
@@ -299,6 +329,19 @@ def records(runs):
     return recs, skipped
 
 
+def budgets(runs):
+    """{id(run): 'x<k>'}: a run's trained tokens over the most common token count among the runs of
+    its size (ties: the smallest), so the grid is x1 at every size and the longer-training probe x3, x9."""
+    runs = list(runs)
+    toks = {id(r): num(r.get("tokens")) for r in runs}
+    by_size = defaultdict(list)
+    for r in runs:
+        if toks[id(r)]:
+            by_size[size_label(r["config"])].append(toks[id(r)])
+    ref = {s: min(set(v), key=lambda t: (-v.count(t), t)) for s, v in by_size.items()}
+    return {id(r): f"x{toks[id(r)] / ref[size_label(r['config'])]:.3g}" if toks[id(r)] else "x?" for r in runs}
+
+
 def size_order(recs):
     """size name -> sort key: mean N when known, else the number in the name."""
     ns = defaultdict(list)
@@ -310,33 +353,57 @@ def size_order(recs):
 # reports: each returns a JSON-able dict, rendered to markdown below
 
 
+def warmdown_rows(by_wd):
+    """{warmdown: {seed: loss}} -> (best warmdown, one row per warmdown: mean, sd, n, and the paired
+    z and wins of the best against it over matched seeds)."""
+    means = {w: float(np.mean(list(v.values()))) for w, v in by_wd.items()}
+    best = min(means, key=means.get)
+    rows = []
+    for w in sorted(by_wd):
+        v = np.array(list(by_wd[w].values()))
+        seeds = sorted(set(by_wd[w]) & set(by_wd[best]))
+        pz = paired_z([by_wd[w][s] for s in seeds], [by_wd[best][s] for s in seeds])
+        rows.append({"warmdown": w, "n": len(v), "mean": means[w], "sd": float(v.std(ddof=1)) if len(v) > 1 else None,
+                     "delta": means[w] - means[best], "z": None if w == best else pz["z"],
+                     "best_wins": pz["wins_b"], "n_paired": pz["n"]})
+    return best, rows
+
+
 def qat_report(recs, order):
-    """Per (variant, bits, size, lr) cell: mean +- sd over seeds by warmdown, the best (lowest mean)
-    warmdown, and paired_z of each warmdown against the best, matched on seed."""
-    cells = defaultdict(lambda: defaultdict(dict))  # cell -> warmdown -> seed -> loss
+    """cells: per (variant, bits, size, lr), the loss by warmdown (mean, sd over seeds), the best
+    warmdown and the paired z of the best against each other warmdown, matched on seed.
+    verdict: per (variant, bits, size), each warmdown at its own best LR (the LR a practitioner would
+    tune for that schedule), the best warmdown, and whether it is FP16's best at that size. A variant
+    with one warmdown only (the cosine probe) has no verdict: it is descriptive."""
+    cells = defaultdict(lambda: defaultdict(dict))  # (variant, bits, size, lr) -> warmdown -> seed -> loss
     for x in recs:
         cells[(x["variant"], x["bits"], x["size"], x["lr"])][x["warmdown"]][x["seed"]] = x["loss"]
     out = []
     for cell in sorted(cells, key=lambda c: (c[0], order[c[2]], c[3], -c[1])):
-        by_wd = cells[cell]
-        means = {w: float(np.mean(list(s.values()))) for w, s in by_wd.items()}
-        best = min(means, key=means.get)
-        rows = []
-        for w in sorted(by_wd):
-            v = np.array(list(by_wd[w].values()))
-            seeds = sorted(set(by_wd[w]) & set(by_wd[best]))
-            pz = paired_z([by_wd[w][s] for s in seeds], [by_wd[best][s] for s in seeds])
-            rows.append({"warmdown": w, "n": len(v), "mean": means[w],
-                         "sd": float(v.std(ddof=1)) if len(v) > 1 else None,
-                         "delta": means[w] - means[best], "z": None if w == best else pz["z"],
-                         "best_wins": pz["wins_b"], "n_paired": pz["n"]})
-        out.append(dict(zip(("variant", "bits", "size", "lr"), cell), best_warmdown=best, rows=rows))
-    groups = defaultdict(dict)
-    for c in out:
-        groups[(c["variant"], c["size"], c["lr"])][c["bits"]] = c["best_warmdown"]
-    same = [{"variant": v, "size": s, "lr": lr, "best_by_bits": b, "same": len(set(b.values())) == 1}
-            for (v, s, lr), b in groups.items() if len(b) > 1]
-    return {"cells": out, "consistency": same}
+        best, rows = warmdown_rows(cells[cell])
+        out.append(dict(zip(("variant", "bits", "size", "lr"), cell), best_warmdown=best, warmdowns=rows))
+    lrs = defaultdict(dict)  # (variant, bits, size) -> lr -> warmdown -> seed -> loss
+    for (v, b, s, lr), by_wd in cells.items():
+        lrs[(v, b, s)][lr] = by_wd
+    verdict = []
+    for key in sorted(lrs, key=lambda k: (k[0], order[k[2]], -k[1])):
+        by_lr = lrs[key]
+        wds = sorted({w for by_wd in by_lr.values() for w in by_wd})
+        if len(wds) < 2:
+            continue
+        best_lr = {w: min((lr for lr in by_lr if w in by_lr[lr]),
+                          key=lambda lr: np.mean(list(by_lr[lr][w].values()))) for w in wds}
+        best, rows = warmdown_rows({w: by_lr[best_lr[w]][w] for w in wds})
+        for r in rows:
+            r["lr"] = best_lr[r["warmdown"]]
+        verdict.append(dict(zip(("variant", "bits", "size"), key), best_warmdown=best, best_lr=best_lr[best],
+                            lrs=sorted(by_lr), warmdowns=rows))
+    fp16 = {(c["variant"], c["size"]): c["best_warmdown"] for c in verdict if c["bits"] == 16}
+    for c in verdict:
+        c["fp16_best_warmdown"] = fp16.get((c["variant"], c["size"]))
+        c["same_as_fp16"] = None if c["fp16_best_warmdown"] is None else c["best_warmdown"] == c["fp16_best_warmdown"]
+    return {"cells": out, "verdict": verdict,
+            "lr_rule": "verdict: each warmdown at its own best LR (mean over seeds), then the best warmdown"}
 
 
 def default_fit_sizes(sizes):
@@ -345,14 +412,17 @@ def default_fit_sizes(sizes):
     return sizes[1:-1] if len(sizes) >= 5 else list(sizes)
 
 
-def penalty_report(recs, order, fit_sizes=None, level=0.95):
-    """P_b(N) = L_b(N) - L_16(N) matched on (variant, size, lr, warmdown, seed), averaged per (bits, size);
-    log-linear fit on the fit sizes, prediction intervals and coverage at the held-out ones."""
-    base = {(x["variant"], x["size"], x["lr"], x["warmdown"], x["seed"]): x["loss"]
-            for x in recs if x["bits"] == 16}
+def penalty_report(recs, order, fit_sizes=None, level=0.95, ref_lr=1.0, ref_warmdown=0.33):
+    """P_b(N) = L_b(N) - L_16(N) at one reference cell (lr = ref_lr, warmdown = ref_warmdown), paired
+    on seed and averaged over seeds: the same definition at the fit sizes and the held-out ones
+    (which exist only at the reference LR). Per (variant, bits): OLS fit of P = alpha + beta ln N on
+    fit_sizes (default: all but the two extreme sizes when there are >= 5), and the prediction
+    interval and coverage at every other size."""
+    at_ref = [x for x in recs if x["lr"] == ref_lr and abs(x["warmdown"] - ref_warmdown) < 1e-9]
+    base = {(x["variant"], x["size"], x["seed"]): x["loss"] for x in at_ref if x["bits"] == 16}
     pens, ns = defaultdict(list), defaultdict(list)
-    for x in recs:
-        k = (x["variant"], x["size"], x["lr"], x["warmdown"], x["seed"])
+    for x in at_ref:
+        k = (x["variant"], x["size"], x["seed"])
         if x["bits"] != 16 and k in base:
             pens[(x["variant"], x["bits"], x["size"])].append(x["loss"] - base[k])
             if x["N"] is not None:
@@ -360,29 +430,35 @@ def penalty_report(recs, order, fit_sizes=None, level=0.95):
     out = []
     for v, b in sorted({(v, b) for v, b, _ in pens}, key=lambda t: (t[0], -t[1])):
         sizes = sorted((s for vv, bb, s in pens if (vv, bb) == (v, b)), key=order.get)
-        rows = {s: {"size": s, "N": float(np.mean(ns[(v, b, s)])) if ns[(v, b, s)] else None,
+        rows = {s: {"size": s, "n_params": float(np.mean(ns[(v, b, s)])) if ns[(v, b, s)] else None,
                     "penalty": float(np.mean(pens[(v, b, s)])), "n": len(pens[(v, b, s)]),
                     "sd": float(np.std(pens[(v, b, s)], ddof=1)) if len(pens[(v, b, s)]) > 1 else None}
                 for s in sizes}
-        with_n = [s for s in sizes if rows[s]["N"] is not None]
+        with_n = [s for s in sizes if rows[s]["n_params"] is not None]
         fit_set = [s for s in with_n if s in fit_sizes] if fit_sizes else default_fit_sizes(with_n)
         held = [s for s in with_n if s not in fit_set]
         for s in sizes:
             rows[s]["role"] = "fit" if s in fit_set else "held-out" if s in held else "no N"
-        g = {"variant": v, "bits": b, "rows": [rows[s] for s in sizes], "fit": None, "coverage": None}
+        g = {"variant": v, "bits": b, "alpha": None, "beta": None, "fit_sizes": fit_set, "sizes": [rows[s] for s in sizes],
+             "held_out": [], "coverage": None, "fit": None}
         if len(fit_set) < 3:
-            g["message"] = f"log-linear fit skipped: {len(fit_set)} fit sizes with N, need >= 3"
+            g["message"] = f"log-linear fit skipped, because {len(fit_set)} fit sizes have runs at the reference cell (need >= 3)"
         else:
-            fit = loglinear_fit([rows[s]["N"] for s in fit_set], [rows[s]["penalty"] for s in fit_set])
-            g["fit"] = fit
+            fit = loglinear_fit([rows[s]["n_params"] for s in fit_set], [rows[s]["penalty"] for s in fit_set])
+            g.update(fit=fit, alpha=fit["alpha"], beta=fit["beta"])
             if held:
-                yhat, lo, hi = predict_interval(fit, [rows[s]["N"] for s in held], level)
+                yhat, lo, hi = predict_interval(fit, [rows[s]["n_params"] for s in held], level)
                 for s, yh, l, h in zip(held, yhat, lo, hi):
-                    rows[s].update(pred=float(yh), lo=float(l), hi=float(h),
-                                   inside=bool(l <= rows[s]["penalty"] <= h))
-                g["coverage"] = [sum(rows[s]["inside"] for s in held), len(held)]
+                    rows[s].update(pred=float(yh), lo=float(l), hi=float(h), inside=bool(l <= rows[s]["penalty"] <= h))
+                g["coverage"] = f"{sum(rows[s]['inside'] for s in held)}/{len(held)}"
+            pt = lambda s: (rows[s]["n_params"], rows[s]["penalty"], rows[s]["sd"], rows[s]["n"])
+            g["seed_check"] = seed_noise_check([pt(s) for s in fit_set], [pt(s) for s in held])
+            for s, h in zip(held, (g["seed_check"] or {}).get("held", [])):
+                rows[s]["z_seed"] = h["z"]
+            g["held_out"] = [{k: rows[s].get(k) for k in ("size", "n_params", "penalty", "pred", "lo", "hi", "inside", "z_seed")}
+                             for s in held]
         out.append(g)
-    return {"level": level, "groups": out}
+    return {"level": level, "ref_lr": ref_lr, "ref_warmdown": ref_warmdown, "laws": out}
 
 
 def grid_report(recs):
@@ -550,44 +626,48 @@ def cell_name(c):
 
 def qat_md(q):
     L = ["## 1. QAT schedule grid", "",
-         "Deployed metrics.val_loss, mean ± sd over seeds. z: paired z of (warmdown - best) across matched"
-         " seeds (positive: the best warmdown has the lower loss); best wins: seeds where the best is lower.", ""]
-    for c in q["cells"]:
-        L += [f"**{cell_name(c)}**: best warmdown {f(c['best_warmdown'])}", ""]
-        L += table(["warmdown", "n", "val_loss", "Δ vs best", "z", "best wins"],
-                   [[f(r["warmdown"]), str(r["n"]), f"{r['mean']:.4f} ± {f(r['sd'], '.2g')}",
-                     f"{r['delta']:+.4f}", f(r["z"], "+.2f"),
-                     "-" if r["z"] is None else f"{r['best_wins']}/{r['n_paired']}"]
-                    for r in c["rows"]]) + [""]
-    if q["consistency"]:
-        L += ["Best warmdown across bit-widths:"]
-        for g in q["consistency"]:
-            name = vtag(g["variant"]) + f"size={g['size']} lr={f(g['lr'])}"
-            bb = ", ".join(f"{b}: {f(w)}" for b, w in sorted(g["best_by_bits"].items(), reverse=True))
-            L += [f"- {name}: " + (f"same best warmdown {f(next(iter(g['best_by_bits'].values())))} at all "
-                                   f"bit-widths ({bb})" if g["same"] else f"best warmdown differs ({bb})")]
-        L += [""]
+         "Deployed metrics.val_loss, mean ± sd over seeds. z: paired z of (warmdown - best) over matched seeds"
+         " (positive: the best warmdown has the lower loss); best wins: seeds where the best is lower.", "",
+         f"**Verdict per (bits, size)** ({q['lr_rule']}):", ""]
+    L += table(["variant", "bits", "size", "best warmdown (at LR)", "FP16 best", "same as FP16",
+                "other warmdowns: Δ, z, best wins"],
+               [[c["variant"] or "-", str(c["bits"]), c["size"], f"{f(c['best_warmdown'])} ({f(c['best_lr'])})",
+                 f(c["fp16_best_warmdown"]), {True: "yes", False: "NO", None: "-"}[c["same_as_fp16"]],
+                 "; ".join(f"{f(r['warmdown'])}: {r['delta']:+.4f}, z {f(r['z'], '+.1f')}, {r['best_wins']}/{r['n_paired']}"
+                           for r in c["warmdowns"] if r["z"] is not None)]
+                for c in q["verdict"]]) + [""]
+    L += ["Per (bits, size, LR) cell:", ""]
+    L += table(["variant", "bits", "size", "lr", "best", "val_loss by warmdown (mean ± sd, n; z)"],
+               [[c["variant"] or "-", str(c["bits"]), c["size"], f(c["lr"]), f(c["best_warmdown"]),
+                 "; ".join(f"{f(r['warmdown'])}: {r['mean']:.4f} ± {f(r['sd'], '.2g')} (n={r['n']}"
+                           + (f", z {f(r['z'], '+.1f')})" if r["z"] is not None else ")") for r in c["warmdowns"])]
+                for c in q["cells"]]) + [""]
     return L
 
 
 def penalty_md(p):
-    L = ["## 2. Quantisation penalty P_b(N) = L_b(N) - L_16(N)", "",
-         "Matched on (size, lr, warmdown, seed), mean over the matched pairs; N = params.non_embedding.", ""]
-    for g in p["groups"]:
-        L += [f"**{vtag(g['variant'])}bits={g['bits']}**", ""]
-        L += table(["size", "N", "P mean", "sd", "pairs", "role", f"{p['level']:.0%} PI", "inside"],
-                   [[r["size"], f(r["N"], ".3g"), f"{r['penalty']:+.4f}", f(r["sd"], ".2g"), str(r["n"]),
-                     r["role"],
-                     f"[{r['lo']:+.4f}, {r['hi']:+.4f}]" if "lo" in r else "-",
-                     ("yes" if r["inside"] else "NO") if "inside" in r else "-"] for r in g["rows"]]) + [""]
+    L = ["## 2. Quantisation penalty law P_b(N) = L_b(N) - L_16(N) = alpha + beta ln N", "",
+         f"P at the reference cell lr={f(p['ref_lr'])}, warmdown={f(p['ref_warmdown'])}, paired on seed and averaged;"
+         f" N = params.non_embedding; {p['level']:.0%} prediction intervals at the held-out sizes.", ""]
+    for g in p["laws"]:
+        L += [f"**{vtag(g['variant'])}INT{g['bits']}**", ""]
+        L += table(["size", "N", "P mean", "sd", "seeds", "role", f"{p['level']:.0%} PI", "inside"],
+                   [[r["size"], f(r["n_params"], ".3g"), f"{r['penalty']:+.4f}", f(r["sd"], ".2g"), str(r["n"]),
+                     r["role"], f"[{r['lo']:+.4f}, {r['hi']:+.4f}]" if "lo" in r else "-",
+                     ("yes" if r["inside"] else "NO") if "inside" in r else "-"] for r in g["sizes"]]) + [""]
         if g["fit"]:
             ft = g["fit"]
-            L += [f"Fit P = alpha + beta ln N on {ft['n']} sizes: alpha={ft['alpha']:.4g}, beta={ft['beta']:.4g},"
-                  f" s={ft['s']:.3g}, R^2={f(ft['r2'], '.3f')}."]
-            L += [f"Held-out coverage: {g['coverage'][0]}/{g['coverage'][1]} inside the {p['level']:.0%} PI."
-                  if g["coverage"] else "No held-out sizes (all sizes fit)."]
+            L += [f"Fit on {', '.join(g['fit_sizes'])}: alpha={ft['alpha']:.4g}, beta={ft['beta']:.4g}, s={ft['s']:.3g},"
+                  f" R^2={f(ft['r2'], '.3f')}. " + (f"Held-out coverage {g['coverage']}." if g["coverage"]
+                                                   else "No held-out sizes.")]
+            sc = g.get("seed_check")
+            if sc:
+                zs = ", ".join(f"{h['size']} z={h['z_seed']:+.1f}" for h in g["held_out"] if h.get("z_seed") is not None)
+                L += ["", f"Against the seed noise (weighted by sd/sqrt(seeds)): beta={sc['beta']:.4g} ± {sc['beta_se']:.2g},"
+                          f" lack of fit chi^2={sc['chi2']:.2f} on {sc['dof']} dof (p={sc['p_lack_of_fit']:.2g})"
+                          + (f"; held-out {zs}." if zs else ".")]
         else:
-            L += [g["message"] + "."]
+            L += [f"_{g['message']}._"]
         L += [""]
     return L
 
@@ -644,33 +724,34 @@ def plot_all(rep, outdir):
         plt.close(fig)
         written.append(name)
     q = rep.get("qat")
-    if q and q["cells"]:
-        sizes = list(dict.fromkeys(c["size"] for c in q["cells"]))
-        fig, axs = plt.subplots(1, len(sizes), figsize=(4 * len(sizes), 3.5), squeeze=False)
-        for ax, s in zip(axs[0], sizes):
-            for c in (c for c in q["cells"] if c["size"] == s):
-                ax.errorbar([r["warmdown"] for r in c["rows"]], [r["mean"] for r in c["rows"]],
-                            yerr=[r["sd"] or 0 for r in c["rows"]], marker="o", capsize=2,
-                            label=cell_name(c).replace(f" size={s}", ""))
-            ax.set(title=f"size {s}", xlabel="warmdown fraction", ylabel="val_loss")
+    if q and q["verdict"]:  # loss vs warmdown per bit-width, each warmdown at its best LR, seed sd as bars
+        variants = list(dict.fromkeys((c["variant"], c["size"]) for c in q["verdict"]))
+        fig, axs = plt.subplots(1, len(variants), figsize=(3.6 * len(variants), 3.4), squeeze=False)
+        for ax, (v, s) in zip(axs[0], variants):
+            for c in (c for c in q["verdict"] if (c["variant"], c["size"]) == (v, s)):
+                ax.errorbar([r["warmdown"] for r in c["warmdowns"]], [r["mean"] for r in c["warmdowns"]],
+                            yerr=[r["sd"] or 0 for r in c["warmdowns"]], marker="o", capsize=2,
+                            label="FP16" if c["bits"] == 16 else f"INT{c['bits']}")
+            ax.set(title=vtag(v) + f"size {s}", xlabel="warmdown fraction", ylabel="val_loss (best LR)")
             ax.legend(fontsize=6)
         save(fig, "qat_warmdown.png")
-    p = rep.get("penalty")
-    if p and p["groups"]:
-        fig, ax = plt.subplots(figsize=(5, 3.5))
-        for i, g in enumerate(p["groups"]):
-            c, rows = f"C{i % 10}", [r for r in g["rows"] if r["N"] is not None]
+    p = rep.get("penalty_law")
+    if p and p["laws"]:
+        fig, ax = plt.subplots(figsize=(5.5, 3.8))
+        for i, g in enumerate(p["laws"]):
+            c, rows = f"C{i % 10}", [r for r in g["sizes"] if r["n_params"] is not None]
             for role, mfc in (("fit", c), ("held-out", "none")):  # held-out sizes drawn open
                 pts = [r for r in rows if r["role"] == role]
-                ax.plot([r["N"] for r in pts], [r["penalty"] for r in pts], "o", color=c, mfc=mfc,
-                        label=vtag(g["variant"]) + f"INT{g['bits']}" if role == "fit" else None)
+                ax.errorbar([r["n_params"] for r in pts], [r["penalty"] for r in pts], yerr=[r["sd"] or 0 for r in pts],
+                            fmt="o", color=c, mfc=mfc, capsize=2,
+                            label=vtag(g["variant"]) + f"INT{g['bits']}" if role == "fit" else None)
             if g["fit"] and rows:
-                xs = np.geomspace(min(r["N"] for r in rows), max(r["N"] for r in rows), 100)
+                xs = np.geomspace(min(r["n_params"] for r in rows), max(r["n_params"] for r in rows), 100)
                 yh, lo, hi = predict_interval(g["fit"], xs, p["level"])
                 ax.plot(xs, yh, color=c)
                 ax.fill_between(xs, lo, hi, color=c, alpha=0.15)
         ax.set(xscale="log", xlabel="non-embedding params N", ylabel="penalty L_b - L_16",
-               title="penalty vs size (open: held out)")
+               title=f"penalty vs size, {p['level']:.0%} PI (open: held out)")
         ax.legend(fontsize=7)
         save(fig, "penalty_vs_size.png")
     lc = rep.get("longctx")
@@ -703,6 +784,8 @@ def main(argv=None):
                     help="comma list of size names for the penalty fit; the rest are held out "
                          "(default: all but the two extreme sizes if >= 5 sizes, else all)")
     ap.add_argument("--level", type=finite_float, default=0.95, help="prediction-interval level, in (0, 1)")
+    ap.add_argument("--ref_lr", type=finite_float, default=1.0, help="LR of the cell where the penalty is measured")
+    ap.add_argument("--ref_warmdown", type=finite_float, default=0.33, help="warmdown of the cell where the penalty is measured")
     ap.add_argument("--no_plots", action="store_true", help="skip the PNG plots")
     args = ap.parse_args(argv)
     if not 0 < args.level < 1:
@@ -727,10 +810,12 @@ def main(argv=None):
            "n_extension": skipped["extension"]}
     unknown = set(fit_sizes or []) - set(order)
     if unknown:
-        warn(f"--fit_sizes names sizes not in the runs: {', '.join(sorted(unknown))}")
+        warn(f"--fit_sizes names sizes with no QAT-grid runs: {', '.join(sorted(unknown))} "
+             f"(sizes present: {', '.join(sorted(order, key=order.get)) or 'none'})")
+        return 2
     sections = [("qat", lambda: qat_report(recs, order), lambda r: r["cells"], qat_md),
-                ("penalty", lambda: penalty_report(recs, order, fit_sizes, args.level),
-                 lambda r: r["groups"], penalty_md),
+                ("penalty_law", lambda: penalty_report(recs, order, fit_sizes, args.level, args.ref_lr, args.ref_warmdown),
+                 lambda r: r["laws"], penalty_md),
                 ("grid_distance", lambda: grid_report(recs), lambda r: r["rows"], grid_md),
                 ("longctx", lambda: longctx_report(runs), lambda r: r, longctx_md),
                 ("lengen", lambda: lengen_report(runs), lambda r: r["groups"], lengen_md)]
@@ -755,7 +840,7 @@ def main(argv=None):
                 warn(f"plots skipped: {type(e).__name__}: {e}")
         md = "\n".join(lines) + "\n"
         atomic_write(os.path.join(out, "analysis.md"), md)
-        atomic_write(os.path.join(out, "analysis.json"), json.dumps(jsonable(rep), indent=1, allow_nan=False))
+        atomic_write(os.path.join(out, "analysis.json"), json.dumps(jsonable(rep), indent=1, allow_nan=False) + "\n")
     except OSError as e:
         warn(f"cannot write to {out}: {e}")
         return 1

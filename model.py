@@ -132,6 +132,13 @@ class GPTConfig:
 # Size presets by non-embedding parameter count (about 12 * n_layer * n_embd^2):
 # name -> (n_layer, n_embd, n_head). Head dim 32 for the tiny ones, 64 from 3M up.
 SIZES = {
+    # the tiny QAT study's CPU family (sweep.sh, SCALE=tiny): 2 layers, width 16-48, head dim 8-24
+    "6K": (2, 16, 2),
+    "10K": (2, 20, 2),
+    "14K": (2, 24, 2),
+    "25K": (2, 32, 2),
+    "39K": (2, 40, 2),
+    "55K": (2, 48, 2),
     "0.1M": (2, 64, 2),
     "0.5M": (3, 128, 4),
     "1M": (5, 128, 4),
@@ -139,6 +146,7 @@ SIZES = {
     "5M": (6, 256, 4),
     "8M": (7, 320, 5),
     "15M": (8, 384, 6),
+    "20M": (9, 448, 7),
     "30M": (10, 512, 8),
     "50M": (10, 640, 10),
     "100M": (14, 768, 12),

@@ -8,7 +8,7 @@
 #
 # Studies: qat, qat-probes, longctx, posenc, lengen (grids: the grid_* functions below).
 # Environment:
-#   SCALE=tiny|paper  tiny (default) fits a 2-core CPU (qat: 54 runs, 11 min on 2 idle cores); paper = the seeds' grids
+#   SCALE=tiny|paper  tiny (default) fits a 2-core CPU (qat: 99 runs, ~15-25 min on 2 cores); paper = the seeds' grids
 #   OUT=out/sweeps    output root; run folders are OUT/STUDY/RUN_NAME, logs OUT/STUDY/logs/ (relative
 #                     paths are relative to this folder: commands run from the repository root)
 #   JOBS=N            parallel jobs (default: number of GPUs in GPUS, else CPU cores for tiny, else 1)
@@ -66,7 +66,7 @@ TRAIN_FLAGS="--quiet${DATA:+ --data $DATA}${EXTRA:+ $EXTRA}"  # on every text tr
 
 tokens_for() {  # -> TOKENS: paper token budgets, ~20 tokens per non-embedding parameter (Chinchilla-style)
     case $1 in
-        3M) TOKENS=60000000;; 5M) TOKENS=100000000;; 8M) TOKENS=160000000;; 15M) TOKENS=300000000;;
+        3M) TOKENS=60000000;; 5M) TOKENS=100000000;; 8M) TOKENS=160000000;; 15M) TOKENS=300000000;; 20M) TOKENS=400000000;;
         30M) TOKENS=600000000;; 50M) TOKENS=1000000000;; 100M) TOKENS=2000000000;; 175M) TOKENS=3500000000;;
         250M) TOKENS=5000000000;; 350M) TOKENS=7000000000;; *) TOKENS=20000000;;
     esac
@@ -74,6 +74,15 @@ tokens_for() {  # -> TOKENS: paper token budgets, ~20 tokens per non-embedding p
 
 accum_for() {  # -> ACCUM: micro-batches per step so that a 64 x 1024 batch fits one 80 GB GPU
     case $1 in 100M) ACCUM=2;; 175M|250M|350M) ACCUM=4;; *) ACCUM=1;; esac
+}
+
+tiny_tokens_for() {  # -> TOKENS: the tiny QAT budget, 20 tokens per non-embedding parameter (model.SIZES'
+    # counts) in whole steps of 8 x 128 tokens: the budget where the INT4 / INT3 penalty has range
+    case $1 in
+        6K) TOKENS=124928;; 10K) TOKENS=193536;; 14K) TOKENS=278528;; 25K) TOKENS=494592;;
+        39K) TOKENS=772096;; 55K) TOKENS=1111040;; 0.1M) TOKENS=1972224;;
+        *) die "no tiny QAT budget for size $1 (tiny_tokens_for)";;
+    esac
 }
 
 # One QAT-grid run. Args: DIR SIZE BITS WD LR SEED [--long M] [extra flags]; --long M trains M times
@@ -85,8 +94,10 @@ qat_run() {
     local extra="$*"
     [[ $extra =~ --optimizer[[:space:]]+([a-z]+) ]] && opt=${BASH_REMATCH[1]}
     [[ $extra =~ --schedule[[:space:]]+([a-z]+) ]] && sched=${BASH_REMATCH[1]}
-    if [[ $SCALE == tiny ]]; then
-        budget="--vocab_size 1024 --block_size 128 --batch_size 8 --iters $(( 120 * mult )) --eval_interval 120"
+    if [[ $SCALE == tiny ]]; then  # vocab 512 keeps the embedding at most about half of these models
+        tiny_tokens_for "$size"
+        budget="--vocab_size 512 --block_size 128 --batch_size 8 --tokens $(( mult * TOKENS ))"
+        budget+=" --eval_interval 100000 --ckpt_every 100000 --ptq_bits 4,3"
     else
         accum_for "$size"; tokens_for "$size"
         budget="--block_size 1024 --batch_size 64 --grad_accum $ACCUM --tokens $(( mult * TOKENS ))"
@@ -98,14 +109,17 @@ qat_run() {
          "$TRAIN_FLAGS --out_dir $dir/${size}_b${bits}_wd${gwd}_lr${glr}_${sched}_${opt}_s${seed}${suffix}"
 }
 
-# QAT schedule x bit-width grid (QAT seed, Phase 2: 720 runs = 3 bits x 3 warmdowns x 4 LRs x 4 sizes x 5 seeds)
-QAT_BITS="16 8 6"
+# QAT schedule x bit-width grid. paper (QAT seed, Phase 2): 720 runs = FP16/INT8/INT6 x 3 warmdowns x
+# 4 LRs x 15M-100M x 5 seeds. tiny (99 runs, ~15-25 min on 2 cores): one 2-layer family of width 16-48
+# at 20 tokens per non-embedding parameter, FP16/INT4/INT3 (INT8/INT6 cost less than the seed noise at
+# this scale, INT4 3-7 seed sds, INT3 10-20); the fit sizes carry the schedule grid, the held-out sizes
+# (QAT_HELD) only the reference cell (warmdown 0.33, LR 1) where the penalty law is checked.
 QAT_WDS="0.1 0.33 0.6"
 qat_axes() {
     if [[ $SCALE == tiny ]]; then
-        QAT_SIZES="0.1M 0.5M"; QAT_LRS="1"; QAT_SEEDS="0 1 2"
+        QAT_SIZES="14K 25K 39K"; QAT_HELD="6K 55K"; QAT_LRS="1"; QAT_SEEDS="0 1 2"; QAT_BITS="16 4 3"
     else
-        QAT_SIZES="15M 30M 50M 100M"; QAT_LRS="0.25 0.5 1 2"; QAT_SEEDS="0 1 2 3 4"
+        QAT_SIZES="15M 30M 50M 100M"; QAT_HELD=""; QAT_LRS="0.25 0.5 1 2"; QAT_SEEDS="0 1 2 3 4"; QAT_BITS="16 8 6"
     fi
 }
 
@@ -117,30 +131,35 @@ grid_qat() {
             qat_run "$d" "$size" "$bits" "$wd" "$lr" "$seed"
         done; done
     done; done; done
+    for size in $QAT_HELD; do for seed in $QAT_SEEDS; do for bits in $QAT_BITS; do
+        qat_run "$d" "$size" "$bits" 0.33 1 "$seed"
+    done; done; done
 }
 
-# Probes of the null (QAT seed, Phase 5): AdamW, cosine, longer training, extra sizes, INT4 from
-# the smallest size up. Identical configs (e.g. the FP16 baselines shared by two probes) are one run.
+# Probes of the null (QAT seed, Phase 5): AdamW, cosine, longer training, extra sizes, INT4 from the
+# smallest size up. Identical configs (e.g. the FP16 baselines shared by two probes) are one run.
+# tiny (54 runs): the probes at the largest-penalty bit-width (INT3) against FP16, 3 seeds; extra
+# held-out sizes 10K and 0.1M for the INT3 law; INT4 is in the tiny grid itself at every size.
 grid_qat_probes() {
     local d=$OUT/qat-probes size bits wd seed m
-    local base seeds sizes long int4_sizes int4_seeds int4_wds
+    local base pbits seeds sizes sbits swds long_size long lbits int4_sizes int4_seeds int4_wds
     if [[ $SCALE == tiny ]]; then
-        base="0.1M"; seeds="0 1"; sizes="1M"; long="3"
-        int4_sizes="0.1M 0.5M"; int4_seeds="0 1 2"; int4_wds="0.1 0.33 0.6"
+        base="25K"; pbits="16 3"; seeds="0 1 2"; sizes="10K 0.1M"; sbits="16 3"; swds="0.33"
+        long_size=14K; long="3"; lbits="16 3"; int4_sizes=""; int4_seeds=""; int4_wds=""
     else
-        base="15M 50M"; seeds="0 1 2"; sizes="5M 8M 175M 250M 350M"; long="3 9"
-        int4_sizes="3M 5M 8M 15M 30M 50M 100M"; int4_seeds="0 1 2 3 4 5 6 7 8 9"; int4_wds="0.1 0.33"
+        base="15M 50M"; pbits=$QAT_BITS; seeds="0 1 2"; sizes="5M 8M 175M 250M 350M"; sbits=$QAT_BITS; swds=$QAT_WDS
+        long_size=15M; long="3 9"; lbits="16 6"
+        int4_sizes="3M 5M 8M 15M 20M 30M 50M 100M"; int4_seeds="0 1 2 3 4 5 6 7 8 9"; int4_wds="0.1 0.33"
     fi
     {
-    for size in $base; do for bits in $QAT_BITS; do for seed in $seeds; do
+    for size in $base; do for bits in $pbits; do for seed in $seeds; do
         for wd in $QAT_WDS; do qat_run "$d" "$size" "$bits" "$wd" 1 "$seed" --optimizer adamw; done
         qat_run "$d" "$size" "$bits" 0.33 1 "$seed" --schedule cosine   # warmdown unused by cosine
     done; done; done
-    for size in ${base%% *}; do for bits in 16 6; do for seed in $seeds; do for wd in $QAT_WDS; do
-        for m in $long; do qat_run "$d" "$size" "$bits" "$wd" 1 "$seed" --long "$m"; done
-    done; done; done; done
-    for size in $sizes; do for bits in $QAT_BITS; do for seed in $seeds; do for wd in $QAT_WDS; do
-        [[ $SCALE == tiny && $bits == 8 ]] && continue  # tiny: FP16 and INT6 only at the extra size
+    for bits in $lbits; do for seed in $seeds; do for wd in $QAT_WDS; do
+        for m in $long; do qat_run "$d" "$long_size" "$bits" "$wd" 1 "$seed" --long "$m"; done
+    done; done; done
+    for size in $sizes; do for bits in $sbits; do for seed in $seeds; do for wd in $swds; do
         qat_run "$d" "$size" "$bits" "$wd" 1 "$seed"
     done; done; done; done
     for size in $int4_sizes; do for bits in 4 16; do for seed in $int4_seeds; do for wd in $int4_wds; do
@@ -338,10 +357,10 @@ run_pool() {  # args: LOGDIR ; stdin: command lines
 # -----------------------------------------------------------------------------
 # After a study: the weight-to-grid probe (qat) and analyze.py.
 
-probe_lines() {  # weight-to-grid distance on the INT6 grid (the lowest grid bits when 6 is not swept)
-    qat_axes          # of every QAT-grid run at its warmdown checkpoint: evaluate.py --tasks grid -> RUN/grid.json
+probe_lines() {  # weight-to-grid distance on the INT6 grid (tiny: INT4, its grid has no INT6) of every
+    qat_axes      # QAT-grid run at its warmdown checkpoint: evaluate.py --tasks grid -> RUN/grid.json
     local d=$OUT/qat pb=6 run
-    [[ " $QAT_BITS " == *" 6 "* ]] || pb=$(tr ' ' '\n' <<< "$QAT_BITS" | grep -vx 16 | sort -n | head -1)
+    [[ " $QAT_BITS " == *" 6 "* ]] || pb=4
     for run in "$d"/*/; do
         run=${run%/}
         [[ -f $run/result.json && -f $run/ckpt_warmdown.pt && ! -f $run/grid.json ]] || continue
@@ -355,24 +374,38 @@ post() {
         note "grid-distance probe (evaluate.py --tasks grid) on the warmdown checkpoints"
         run_pool "$OUT/qat/logs/probe" < <(probe_lines)
     fi
-    note "analysis: $PY analyze.py $OUT/$study"
-    $PY analyze.py "$OUT/$study" || rc=$?
+    local -a folders=("$OUT/$study") flags=()
+    if [[ $study == qat || $study == qat-probes ]]; then
+        # the penalty law is fitted on the grid's sizes and tested on the probes' held-out sizes,
+        # so qat-probes is analysed together with the grid (as the QAT seed's Phase 2 + Phase 5)
+        qat_axes
+        [[ $study == qat-probes && -d $OUT/qat ]] && folders=("$OUT/qat" "$OUT/qat-probes")
+        flags=(--fit_sizes "${QAT_SIZES// /,}" --out "$OUT/$study")
+    fi
+    note "analysis: $PY analyze.py ${folders[*]} ${flags[*]}"
+    $PY analyze.py "${folders[@]}" "${flags[@]}" || rc=$?
     return $rc
 }
 
 estimate() {  # rough wall time of tiny text-training lines, from timings on the 2-core dev CPU under load
-    # per run: ~12 s start-up + steps x (per-step overhead + tokens/step x per-token cost) + ~10 s per
-    # final evaluation pass (QAT runs evaluate twice: full precision and quantised)
+    # per run: start-up + steps x seconds per step + seconds per final evaluation pass (QAT runs evaluate
+    # twice, quantised and full precision; FP16 runs once plus one pass per --ptq_bits)
     awk -v jobs="$JOBS" '
     function opt(name, def,   i) { for (i = 1; i < NF; i++) if ($i == "--" name) return $(i + 1); return def }
     / train\.py / && !/--algo / && !/evaluate\.py|extend\.py/ {
         size = opt("size", "1M"); bits = opt("bits", 16); steps = opt("iters", 300)
         tok = opt("batch_size", 16) * opt("block_size", 256)
-        if (size == "0.1M") { f = 0.10; c = 0.049e-3; e = 10 }
-        else if (size == "0.5M") { f = 0.17; c = 0.154e-3; e = 11 }
-        else if (size == "1M") { f = 0.25; c = 0.30e-3; e = 15 }
+        if (opt("tokens", 0) > 0) steps = int((opt("tokens", 0) + tok - 1) / tok)
+        evals = bits < 16 ? 2 : 1 + split(opt("ptq_bits", "8,6,4"), _p, ",")
+        if (size ~ /^(6K|10K|14K)$/) t += 7 + steps * 0.025 + 1.4 * evals
+        else if (size == "25K") t += 7 + steps * 0.026 + 2.0 * evals
+        else if (size == "39K") t += 7 + steps * 0.032 + 2.4 * evals
+        else if (size == "55K") t += 7 + steps * 0.045 + 3.0 * evals
+        else if (size == "0.1M") t += 12 + steps * (0.10 + tok * 0.049e-3) + 10 * evals
+        else if (size == "0.5M") t += 12 + steps * (0.17 + tok * 0.154e-3) + 11 * evals
+        else if (size == "1M") t += 12 + steps * (0.25 + tok * 0.30e-3) + 15 * evals
         else { unknown = 1; next }
-        t += 12 + steps * (f + tok * c) + e * (bits < 16 ? 2 : 1); n++
+        n++
         next
     }
     { unknown = 1 }

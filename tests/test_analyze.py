@@ -160,22 +160,21 @@ def test_cli_qat_grid(tmp_path, capsys):
     make_grid(tmp_path)
     assert analyze.main([str(tmp_path), "--no_plots"]) == 0
     md = (tmp_path / "analysis.md").read_text()
-    assert "**bits=16 size=1M lr=1**: best warmdown 0.33" in md
-    assert "**bits=6 size=1M lr=1**: best warmdown 0.33" in md
-    assert "**bits=16 size=4M lr=1**: best warmdown 0.33" in md
-    assert "**bits=6 size=4M lr=1**: best warmdown 0.5" in md
-    assert "size=1M lr=1: same best warmdown 0.33" in md
-    assert "size=4M lr=1: best warmdown differs (16: 0.33, 6: 0.5)" in md
-    assert "log-linear fit skipped" in md  # only 2 sizes
+    assert "| - | 6 | 4M | 0.5 (1) | 0.33 | NO |" in md  # the verdict table
+    assert "| - | 6 | 1M | 0.33 (1) | 0.33 | yes |" in md
+    assert "log-linear fit skipped, because 2 fit sizes" in md  # only 2 sizes
     rep = json.loads((tmp_path / "analysis.json").read_text())
     best = {(c["bits"], c["size"]): c["best_warmdown"] for c in rep["qat"]["cells"]}
     assert best == {(16, "1M"): 0.33, (6, "1M"): 0.33, (16, "4M"): 0.33, (6, "4M"): 0.5}
+    verdict = {(c["bits"], c["size"]): (c["best_warmdown"], c["same_as_fp16"]) for c in rep["qat"]["verdict"]}
+    assert verdict == {(16, "1M"): (0.33, True), (6, "1M"): (0.33, True), (16, "4M"): (0.33, True), (6, "4M"): (0.5, False)}
     # paired z against the best: wd 0.1 at 16/1M loses on every seed
-    row = next(r for r in rep["qat"]["cells"][0]["rows"] if r["warmdown"] == 0.1)
+    row = next(r for r in rep["qat"]["cells"][0]["warmdowns"] if r["warmdown"] == 0.1)
     assert row["best_wins"] == 3 and row["n_paired"] == 3 and row["z"] > 0
-    # penalty INT6 - FP16 at 1M, wd 0.33 is 0.05; mean over warmdowns also carries 0
-    pen = rep["penalty"]["groups"][0]
-    assert pen["bits"] == 6 and pen["rows"][0]["penalty"] == pytest.approx(0.05) and pen["rows"][0]["n"] == 9
+    # penalty INT6 - FP16 at the reference cell (lr 1, wd 0.33), paired on the 3 seeds: exactly 0.05
+    law = rep["penalty_law"]["laws"][0]
+    assert law["bits"] == 6 and law["sizes"][0]["penalty"] == pytest.approx(0.05) and law["sizes"][0]["n"] == 3
+    assert law["alpha"] is None and "skipped" in law["message"]
     gd = rep["grid_distance"]["rows"][0]
     assert gd["ratio"] == pytest.approx(0.24 / 0.25) and gd["n"] == 3
 
@@ -192,12 +191,14 @@ def test_cli_penalty_fit_and_plots(tmp_path):
     out = tmp_path / "report"
     assert analyze.main([str(tmp_path), "--out", str(out)]) == 0
     md = (out / "analysis.md").read_text()
-    assert "Held-out coverage: 2/2" in md  # 1M and 16M held out by default
-    assert {"qat_warmdown.png", "penalty_vs_size.png"} <= set(os.listdir(out))
+    assert "Held-out coverage 2/2." in md  # 1M and 16M held out by default
+    assert {"penalty_vs_size.png"} <= set(os.listdir(out))
     assert analyze.main([str(tmp_path), "--out", str(out), "--fit_sizes", "1M,2M,4M", "--no_plots"]) == 0
-    g = json.loads((out / "analysis.json").read_text())["penalty"]["groups"][0]
-    assert [r["role"] for r in g["rows"]] == ["fit", "fit", "fit", "held-out", "held-out"]
-    assert g["coverage"][1] == 2
+    g = json.loads((out / "analysis.json").read_text())["penalty_law"]["laws"][0]
+    assert [r["role"] for r in g["sizes"]] == ["fit", "fit", "fit", "held-out", "held-out"]
+    assert g["fit_sizes"] == ["1M", "2M", "4M"] and g["coverage"].endswith("/2")
+    assert [h["size"] for h in g["held_out"]] == ["8M", "16M"] and all(h["lo"] < h["hi"] for h in g["held_out"])
+    assert g["beta"] == pytest.approx(-0.01, abs=2e-3)  # the planted slope
 
 
 def test_cli_longctx(tmp_path):
@@ -245,7 +246,7 @@ def test_partial_and_broken_inputs(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "skipping" in err and "broken" in err and "running" in err and "Traceback" not in err
     md = (tmp_path / "analysis.md").read_text()
-    assert "2 runs lack one of" in md and "best warmdown 0.33" in md
+    assert "2 runs lack one of" in md and "| - | 6 | 1M | 0.33 (1) | 0.33 | yes |" in md
 
 
 def test_only_partial_runs_still_report(tmp_path):
@@ -271,9 +272,9 @@ def test_probe_runs_are_separate_cells(tmp_path):
                       {"bits": 16, "warmdown": wd, "lr": 1.0, "size": "1M", "seed": seed, "optimizer": "adamw",
                        "schedule": "wsd", "block_size": 64, "iters": 100}, {"val_loss": loss + 0.01 * seed})
     assert analyze.main([str(tmp_path), "--no_plots"]) == 0
-    md = (tmp_path / "analysis.md").read_text()
-    assert "**[optimizer=adamw] bits=16 size=1M lr=1**: best warmdown 0.1" in md
-    assert "**[optimizer=muon] bits=16 size=1M lr=1**: best warmdown 0.33" in md
+    cells = json.loads((tmp_path / "analysis.json").read_text())["qat"]["cells"]
+    best = {(c["variant"], c["bits"], c["size"]): c["best_warmdown"] for c in cells}
+    assert best[("optimizer=adamw", 16, "1M")] == 0.1 and best[("optimizer=muon", 16, "1M")] == 0.33
 
 
 # -----------------------------------------------------------------------------
@@ -293,9 +294,9 @@ def test_real_train_records(tmp_path):
     rep = json.loads((out / "analysis.json").read_text())
     assert rep["n_runs"] == 4 and rep["n_skipped_qat"] == 0
     assert [(c["bits"], c["size"], c["variant"]) for c in rep["qat"]["cells"]] == [(16, "0.1M", ""), (6, "0.1M", "")]
-    assert all(r["n"] == 2 for c in rep["qat"]["cells"] for r in c["rows"])
-    pen = rep["penalty"]["groups"][0]["rows"][0]
-    assert pen["n"] == 2 and pen["N"] > 0  # params.non_embedding read as N
+    assert all(r["n"] == 2 for c in rep["qat"]["cells"] for r in c["warmdowns"])
+    pen = rep["penalty_law"]["laws"][0]["sizes"][0]
+    assert pen["n"] == 2 and pen["n_params"] > 0  # params.non_embedding read as N
 
 
 def test_size_overrides_and_model_flags_split(tmp_path):

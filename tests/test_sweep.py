@@ -13,6 +13,7 @@ import pytest
 from conftest import ROOT
 
 import train
+from model import GPT
 
 SWEEP = os.path.join(ROOT, "sweep.sh")
 
@@ -33,13 +34,13 @@ exit 0
 """
 
 COUNTS = {  # (study, scale) -> lines of the full grid
-    ("qat", "tiny"): 3 * 3 * 2 * 3,                 # bits x warmdown x size x seed (1 LR)
+    ("qat", "tiny"): 3 * 3 * 3 * 3 + 2 * 3 * 3,     # bits x warmdown x fit size x seed (1 LR) + held-out sizes at wd 0.33
     ("qat", "paper"): 3 * 3 * 4 * 4 * 5,            # the seed's 720-run grid (4 LRs)
-    # adamw 1x3x2x3 + cosine 1x3x2 + 3x longer 2x3x2 + size 1M 2x3x2 + INT4 2 sizes x {4,16} x 3 seeds x 3 wd
-    ("qat-probes", "tiny"): 18 + 6 + 12 + 12 + 36,
-    # adamw 2x3x3x3 + cosine 2x3x3 + {3x,9x} 2x3x3x2 + 5 sizes 3x3x3 + INT4 7x2x10x2, minus 12 FP16
-    # runs the size and INT4 probes share (5M/8M, wd 0.1/0.33, seeds 0-2)
-    ("qat-probes", "paper"): 54 + 18 + 36 + 135 + 280 - 12,
+    # adamw 2 bits x 3 wd x 3 seeds + cosine 2x3 + 3x longer 2x3x3 + sizes 10K, 0.1M at wd 0.33 2x2x3
+    ("qat-probes", "tiny"): 18 + 6 + 18 + 12,
+    # adamw 2x3x3x3 + cosine 2x3x3 + {3x,9x} 2x3x3x2 + 5 sizes 3x3x3 + INT4 8x2x10x2 (3M-100M: six sizes
+    # below 50M), minus 12 FP16 runs the size and INT4 probes share (5M/8M, wd 0.1/0.33, seeds 0-2)
+    ("qat-probes", "paper"): 54 + 18 + 36 + 135 + 320 - 12,
     ("longctx", "tiny"): 2 * 2 * 2 * 2,             # qk_norm x GQA x SWA x context
     ("longctx", "paper"): 3 * 2 * 2 * 2,
     ("posenc", "tiny"): 7 * 2,                      # 5 --pos + swan + chunk, x seeds
@@ -47,6 +48,7 @@ COUNTS = {  # (study, scale) -> lines of the full grid
     ("lengen", "tiny"): 4 * 5 * 1,                  # tasks x --pos x seeds
     ("lengen", "paper"): 7 * 5 * 3,
 }
+N_QAT = COUNTS[("qat", "tiny")]  # the tiny grid the pool tests run with the stub
 
 
 @pytest.fixture
@@ -116,10 +118,15 @@ def test_qat_tiny_grid_flags_and_names(env):
         argv = train_steps(line)
         cfg = train.parse_args(argv)  # train.py's own parser accepts every flag
         train.check_config(cfg)
-        assert os.path.basename(cfg.out_dir) == train.run_name(cfg, train.model_config(cfg, 4096))  # folders named like train.py's runs
-        assert cfg.quiet and cfg.iters <= 250 and cfg.eval_interval >= cfg.iters
-        combos.add((cfg.model.get('bits', 16), cfg.warmdown, cfg.size, cfg.seed, cfg.lr))
-    assert combos == set(itertools.product((16, 8, 6), (0.1, 0.33, 0.6), ("0.1M", "0.5M"), (0, 1, 2), (1.0,)))
+        mcfg = train.model_config(cfg, cfg.vocab_size)
+        assert os.path.basename(cfg.out_dir) == train.run_name(cfg, mcfg)  # folders named like train.py's runs
+        n = GPT(mcfg).num_params(non_embedding=True)  # 20 tokens per non-embedding parameter, whole steps
+        steps = cfg.tokens // (cfg.batch_size * mcfg.block_size)
+        assert abs(cfg.tokens - 20 * n) <= cfg.batch_size * mcfg.block_size / 2 and cfg.eval_interval >= steps
+        combos.add((mcfg.bits, cfg.warmdown, cfg.size, cfg.seed, cfg.lr))
+    grid = itertools.product((16, 4, 3), (0.1, 0.33, 0.6), ("14K", "25K", "39K"), (0, 1, 2), (1.0,))
+    held = itertools.product((16, 4, 3), (0.33,), ("6K", "55K"), (0, 1, 2), (1.0,))
+    assert combos == set(grid) | set(held)
 
 
 def test_qat_paper_grid(env):
@@ -134,19 +141,19 @@ def test_qat_paper_grid(env):
 
 
 def test_qat_probes_grid(env):
-    for scale, base in (("tiny", {"0.1M"}), ("paper", {"15M", "50M"})):
+    for scale, base, bits, held in (("tiny", {"25K"}, {16, 3}, {"10K", "0.1M"}),
+                                    ("paper", {"15M", "50M"}, {16, 8, 6, 4}, {"5M", "8M", "175M", "250M", "350M"})):
         cfgs = [train.parse_args(train_steps(l)) for l in sweep(env, "-n", "qat-probes", SCALE=scale).stdout.splitlines()]
         for c in cfgs:
             train.check_config(c)
         assert {c.size for c in cfgs if c.optimizer == "adamw"} == base
         assert {c.size for c in cfgs if c.schedule == "cosine"} == base
-        assert {c.model.get('bits', 16) for c in cfgs} == {16, 8, 6, 4}
-        int4 = sorted({c.size for c in cfgs if c.model.get('bits', 16) == 4}, key=lambda s: float(s[:-1]))
-        assert int4[0] == ("0.1M" if scale == "tiny" else "3M")  # INT4 from the smallest size up
+        assert {c.model.get('bits', 16) for c in cfgs} == bits
+        assert held <= {c.size for c in cfgs}  # the held-out sizes of the penalty law
         long_runs = [c for c in cfgs if os.path.basename(c.out_dir).endswith(("_x3", "_x9"))]
-        assert long_runs and all(c.model.get('bits', 16) in (16, 6) for c in long_runs)
-    sizes = {c.size for c in cfgs}
-    assert {"5M", "8M", "175M", "250M", "350M"} <= sizes  # the seed's held-out sizes
+        assert long_runs and all(c.model.get('bits', 16) in (16, 6, 3) for c in long_runs)
+    int4 = sorted({c.size for c in cfgs if c.model.get('bits', 16) == 4}, key=lambda s: float(s[:-1]))
+    assert int4 == ["3M", "5M", "8M", "15M", "20M", "30M", "50M", "100M"]  # six sizes below 50M
 
 
 def test_longctx_grid(env):
@@ -212,21 +219,21 @@ def test_skip_finished_and_resume_unfinished(env):
     os.makedirs(partial)
     open(os.path.join(partial, "ckpt.pt"), "w").write("x")
     dry = sweep(env, "-n", "qat")
-    assert len(dry.stdout.splitlines()) == 53 and "1 finished" in dry.stderr
+    assert len(dry.stdout.splitlines()) == N_QAT - 1 and "1 finished" in dry.stderr
     assert not any(done in l for l in dry.stdout.splitlines())
     assert [l for l in dry.stdout.splitlines() if l.endswith(" --resume")] == [lines[5] + " --resume"]
     p = sweep(env, "qat")
     assert p.returncode == 0, p.stderr
     runs = calls(env)
-    assert len(runs) == 53
+    assert len(runs) == N_QAT - 1
     outs = [flag(a, "--out_dir") for _, _, a in runs]
-    assert done not in outs and len(set(outs)) == 53
+    assert done not in outs and len(set(outs)) == N_QAT - 1
     assert [flag(a, "--out_dir") for _, _, a in runs if "--resume" in a] == [partial]
     assert all(omp == "1" for _, omp, _ in runs)  # 2 jobs on this 2-core machine: 1 thread each
     # everything finished: a rerun runs nothing
     os.remove(env["STUB_LOG"])
     p = sweep(env, "qat")
-    assert p.returncode == 0 and calls(env) == [] and "54 already finished, 0 to run" in p.stderr
+    assert p.returncode == 0 and calls(env) == [] and f"{N_QAT} already finished, 0 to run" in p.stderr
 
 
 def test_multi_step_jobs_skip_done_steps(env):
@@ -254,14 +261,14 @@ def test_interrupt_then_rerun_finishes_each_run_once(env, tmp_path):
     assert p.returncode == 130 and "interrupted" in err
     time.sleep(0.7)  # a killed job would have written its result by now
     finished = [d for d in os.listdir(os.path.join(env["OUT"], "qat")) if d != "logs"]
-    assert 0 < len(finished) < 54
+    assert 0 < len(finished) < N_QAT
     assert all(os.path.exists(os.path.join(env["OUT"], "qat", d, "result.json")) for d in finished)
     started_first = len(calls(env))
     assert started_first >= len(finished)
     assert sweep(env, "qat").returncode == 0
     outs = [flag(a, "--out_dir") for _, _, a in calls(env)[started_first:]]
-    assert len(outs) == 54 - len(finished) and len(set(outs)) == len(outs)  # finished runs skipped
-    assert len([d for d in os.listdir(os.path.join(env["OUT"], "qat")) if d != "logs"]) == 54
+    assert len(outs) == N_QAT - len(finished) and len(set(outs)) == len(outs)  # finished runs skipped
+    assert len([d for d in os.listdir(os.path.join(env["OUT"], "qat")) if d != "logs"]) == N_QAT
 
 
 # ---------------------------------------------------------------- the pool
@@ -276,10 +283,10 @@ def test_gpu_slots_and_logs(env):
 
 
 def test_failed_job_reported_others_run(env):
-    p = sweep(env, "qat", STUB_FAIL="0.5M_b8_wd0.33_lr1_wsd_muon_s1")
+    p = sweep(env, "qat", STUB_FAIL="25K_b4_wd0.33_lr1_wsd_muon_s1")
     assert p.returncode == 1
-    assert "FAILED 0.5M_b8_wd0.33_lr1_wsd_muon_s1 (exit 3)" in p.stderr and "1 jobs failed" in p.stderr
-    assert len(calls(env)) == 54 and len(calls(env, "analyze.py")) == 1  # analysis of what finished
+    assert "FAILED 25K_b4_wd0.33_lr1_wsd_muon_s1 (exit 3)" in p.stderr and "1 jobs failed" in p.stderr
+    assert len(calls(env)) == N_QAT and len(calls(env, "analyze.py")) == 1  # analysis of what finished
 
 
 def test_task_mode_for_job_arrays(env):
@@ -289,7 +296,7 @@ def test_task_mode_for_job_arrays(env):
     assert [flag(a, "--out_dir") for _, _, a in calls(env)] == [flag(train_steps(lines[6]), "--out_dir")]
     p = sweep(env, "--task", "7", "qat")
     assert p.returncode == 0 and "already finished" in p.stderr and len(calls(env)) == 1
-    for bad in ("0", "55", "x"):
+    for bad in ("0", str(N_QAT + 1), "x"):
         p = sweep(env, "--task", bad, "qat")
         assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
 
@@ -297,7 +304,7 @@ def test_task_mode_for_job_arrays(env):
 def test_post_runs_probe_then_analyze(env):
     lines = sweep(env, "-n", "qat").stdout.splitlines()
     group = [flag(train_steps(l), "--out_dir") for l in lines
-             if "0.1M_b" in l and "_wd0.33_" in l and l.endswith("_s0")]
+             if "25K_b" in l and "_wd0.33_" in l and l.endswith("_s0")]
     assert len(group) == 3
     for d in group:
         os.makedirs(d)
@@ -306,12 +313,17 @@ def test_post_runs_probe_then_analyze(env):
     p = sweep(env, "--post", "qat")
     assert p.returncode == 0, p.stderr
     probes = [a for _, _, a in calls(env, "evaluate.py") if "grid" in a]
-    assert sorted(os.path.basename(a[0])[:8] for a in probes) == ["0.1M_b16", "0.1M_b6_", "0.1M_b8_"]
-    for a in probes:  # every run measured on the INT6 grid at its warmdown checkpoint, into its own grid.json
-        assert flag(a, "--grid_bits") == "6" and flag(a, "--ckpt") == "warmdown"
+    assert sorted(os.path.basename(a[0])[:7] for a in probes) == ["25K_b16", "25K_b3_", "25K_b4_"]
+    for a in probes:  # every run measured on the INT4 grid (tiny has no INT6) at its warmdown checkpoint
+        assert flag(a, "--grid_bits") == "4" and flag(a, "--ckpt") == "warmdown"
         assert flag(a, "--out") == os.path.join(a[0], "grid.json")
-    assert [a for _, _, a in calls(env, "analyze.py")] == [[os.path.join(env["OUT"], "qat")]]
+    out = os.path.join(env["OUT"], "qat")  # the law is fitted on the grid's sizes
+    assert [a for _, _, a in calls(env, "analyze.py")] == [[out, "--fit_sizes", "14K,25K,39K", "--out", out]]
     assert len(os.listdir(os.path.join(env["OUT"], "qat", "logs", "probe"))) == 3
+    os.remove(env["STUB_LOG"])  # qat-probes: the grid and the probes together, the law tested on the probes' sizes
+    assert sweep(env, "--post", "qat-probes").returncode == 0
+    probes = os.path.join(env["OUT"], "qat-probes")
+    assert [a for _, _, a in calls(env, "analyze.py")] == [[out, probes, "--fit_sizes", "14K,25K,39K", "--out", probes]]
 
 
 # ---------------------------------------------------------------- bad input

@@ -1,0 +1,173 @@
+"""The QAT study end to end on synthetic records: every run that `sweep.sh --dry-run qat` and
+`qat-probes` list gets a result.json from a known law plus seed noise, then analyze.py must recover
+the law, test it on the held-out sizes, and give the planted schedule verdict."""
+import dataclasses
+import json
+import math
+import os
+import shlex
+import subprocess
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import ROOT
+import analyze
+import train
+from model import GPT
+
+# the planted truth: P_b(N) = alpha_b + beta_b ln N, a schedule optimum at warmdown 0.33 for every
+# (bits, size) except INT4 below 50M where the three warmdowns tie (pure noise)
+LAW = {8: (0.020, -0.001), 6: (0.30, -0.015), 4: (1.20, -0.055), 3: (2.0, -0.09)}
+SEED_SD = 0.003
+BASE = "optimizer=muon,schedule=wsd,budget=x1"  # the grid's variant name: every splitting key, fixed order
+
+
+def planted_loss(bits, n, wd, lr, seed, budget):
+    base = 8.0 - 0.25 * math.log(n) - 0.05 * math.log(budget)
+    sched = 0.0 if bits == 4 and n < 4e7 else 0.4 * (wd - 0.33) ** 2
+    lr_term = 0.02 * math.log2(lr) ** 2
+    penalty = 0.0 if bits == 16 else LAW[bits][0] + LAW[bits][1] * math.log(n)
+    rng = np.random.default_rng([seed, int(n) % 100003, int(wd * 100), int(lr * 100), bits])
+    shared = np.random.default_rng([seed, int(n) % 100003]).normal(0, SEED_SD)  # the init swing, shared by all cells
+    return base + sched + lr_term + penalty + shared + rng.normal(0, SEED_SD / 3)
+
+
+def grid_lines(study, scale, out):
+    env = {**os.environ, "SCALE": scale, "OUT": out, "PYTHON": "python"}
+    p = subprocess.run(["bash", os.path.join(ROOT, "sweep.sh"), "--dry-run", study], env=env,
+                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.splitlines()
+
+
+def write_records(lines, n_params):
+    """One result.json per train.py line, written as train.py would (config, model_config, params,
+    metrics, tokens), with the planted loss."""
+    sizes = {}
+    for line in lines:
+        argv = shlex.split(line.split(" && ")[0])[2:]
+        cfg = train.parse_args(argv)
+        mcfg = train.model_config(cfg, 4096)
+        key = (mcfg.n_layer, mcfg.n_embd, mcfg.n_head)
+        if key not in n_params:
+            with torch.device("meta"):  # the real parameter count, no memory
+                n_params[key] = GPT(mcfg).num_params(non_embedding=True)
+        n = n_params[key]
+        tokens = cfg.tokens or cfg.iters * cfg.batch_size * mcfg.block_size
+        sizes.setdefault(cfg.size, tokens)
+        budget = tokens / sizes[cfg.size] if "_x" not in cfg.out_dir else float(cfg.out_dir.rsplit("_x", 1)[1])
+        loss = planted_loss(mcfg.bits, n, cfg.warmdown, cfg.lr, cfg.seed, budget)
+        os.makedirs(cfg.out_dir, exist_ok=True)
+        rec = dict(run_name=os.path.basename(cfg.out_dir), status="done", config=dataclasses.asdict(cfg),
+                   model_config=dataclasses.asdict(mcfg), params=dict(non_embedding=n), tokens=tokens,
+                   metrics=dict(val_loss=loss))
+        with open(os.path.join(cfg.out_dir, "result.json"), "w") as f:
+            json.dump(rec, f)
+
+
+@pytest.fixture(scope="module")
+def paper_study(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("sweeps"))
+    qat, probes = grid_lines("qat", "paper", out), grid_lines("qat-probes", "paper", out)
+    assert len(qat) == 720 and len(qat) + len(probes) > 1200
+    n_params = {}
+    write_records(qat + probes, n_params)
+    report = os.path.join(out, "report")
+    assert analyze.main([os.path.join(out, "qat"), os.path.join(out, "qat-probes"), "--fit_sizes",
+                         "15M,30M,50M,100M", "--out", report, "--no_plots"]) == 0
+    return json.load(open(os.path.join(report, "analysis.json"))), open(os.path.join(report, "analysis.md")).read()
+
+
+def test_paper_grid_recovers_the_law_and_tests_the_held_out_sizes(paper_study):
+    rep, md = paper_study
+    laws = {(g["variant"], g["bits"]): g for g in rep["penalty_law"]["laws"]}
+    # one base variant holds the grid, the extra sizes and the INT4 sizes (not one variant per size)
+    assert {v for v, b in laws} == {BASE, "optimizer=adamw,schedule=wsd,budget=x1", "optimizer=muon,schedule=cosine,budget=x1",
+                                    "optimizer=muon,schedule=wsd,budget=x3", "optimizer=muon,schedule=wsd,budget=x9"}
+    for bits in (8, 6, 4):
+        g = laws[(BASE, bits)]
+        assert g["fit_sizes"] == ["15M", "30M", "50M", "100M"]
+        assert g["alpha"] == pytest.approx(LAW[bits][0], abs=0.03 + abs(LAW[bits][0]) * 0.05)
+        assert g["beta"] == pytest.approx(LAW[bits][1], abs=0.002 + abs(LAW[bits][1]) * 0.05)
+        held = {h["size"] for h in g["held_out"]}
+        want = {"5M", "8M", "175M", "250M", "350M"} if bits != 4 else {"3M", "5M", "8M", "20M"}
+        assert held == want, (bits, held)
+        for h in g["held_out"]:
+            assert h["lo"] < h["pred"] < h["hi"] and h["n_params"] > 0
+        k, n = map(int, g["coverage"].split("/"))
+        assert n == len(want) and k >= n - 1  # the planted law holds: (almost) every held-out size inside
+    assert "Held-out coverage" in md
+
+
+def test_paper_grid_verdict_per_bits_and_size(paper_study):
+    rep, _ = paper_study
+    verdict = [c for c in rep["qat"]["verdict"] if c["variant"] == BASE]
+    grid = [c for c in verdict if c["bits"] in (16, 8, 6) and c["size"] in ("15M", "30M", "50M", "100M")]
+    assert len(grid) == 12 and all(c["best_warmdown"] == 0.33 and c["same_as_fp16"] for c in grid)
+    assert all(len(c["lrs"]) == 4 for c in grid)  # the LR axis is resolved inside the verdict
+    big4 = [c for c in verdict if c["bits"] == 4 and c["size"] in ("50M", "100M")]
+    assert len(big4) == 2 and all(c["best_warmdown"] == 0.33 for c in big4)
+    for c in big4:  # decisive: the best wins on every seed
+        other = next(r for r in c["warmdowns"] if r["z"] is not None)
+        assert other["best_wins"] == other["n_paired"] == 10 and other["z"] > 3
+    # cells keep the per-LR detail: 3 bits x 4 sizes x 4 LRs in the grid
+    cells = [c for c in rep["qat"]["cells"] if c["variant"] == grid[0]["variant"] and c["size"] in
+             ("15M", "30M", "50M", "100M") and c["bits"] in (16, 8, 6)]
+    assert len(cells) == 48 and all(set(r) >= {"warmdown", "mean", "sd", "n", "z", "best_wins"}
+                                    for c in cells for r in c["warmdowns"])
+
+
+def test_paper_probes_are_separate_variants_and_cosine_has_no_verdict(paper_study):
+    rep, _ = paper_study
+    variants = {c["variant"] for c in rep["qat"]["cells"]}
+    assert any("budget=x3" in v for v in variants) and any("budget=x9" in v for v in variants)
+    assert any("optimizer=adamw" in v for v in variants) and any("schedule=cosine" in v for v in variants)
+    assert not any("schedule=cosine" in c["variant"] for c in rep["qat"]["verdict"])  # one warmdown: descriptive
+
+
+def test_fit_sizes_without_runs_is_a_one_line_error(paper_study, tmp_path, capsys):
+    rep, _ = paper_study
+    from test_analyze import make_grid
+    make_grid(tmp_path)
+    assert analyze.main([str(tmp_path), "--fit_sizes", "1M,7M", "--no_plots"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "7M" in err[0]
+
+
+def test_tiny_grid_end_to_end(tmp_path):
+    """The tiny design as sweep.sh lists it: qat (fit sizes 14K-39K, held-out 6K and 55K) and qat-probes
+    (held-out 10K and 0.1M, INT3) analysed together, as `sweep.sh --post qat-probes` does."""
+    out = str(tmp_path)
+    write_records(grid_lines("qat", "tiny", out) + grid_lines("qat-probes", "tiny", out), {})
+    report = os.path.join(out, "report")
+    assert analyze.main([os.path.join(out, "qat"), os.path.join(out, "qat-probes"), "--fit_sizes", "14K,25K,39K",
+                         "--out", report]) == 0
+    rep = json.load(open(os.path.join(report, "analysis.json")))
+    laws = {(g["variant"], g["bits"]): g for g in rep["penalty_law"]["laws"]}
+    g3, g4 = laws[(BASE, 3)], laws[(BASE, 4)]
+    assert g3["fit_sizes"] == g4["fit_sizes"] == ["14K", "25K", "39K"]
+    assert [h["size"] for h in g3["held_out"]] == ["6K", "10K", "55K", "0.1M"]
+    assert [h["size"] for h in g4["held_out"]] == ["6K", "55K"]
+    assert g3["beta"] == pytest.approx(LAW[3][1], abs=0.01) and g3["seed_check"]["dof"] == 1
+    assert all(h["z_seed"] is not None for h in g3["held_out"])
+    verdict = {(c["bits"], c["size"]): c for c in rep["qat"]["verdict"] if c["variant"] == BASE}
+    assert set(verdict) == {(b, s) for b in (16, 4, 3) for s in ("14K", "25K", "39K")}  # held-out sizes: no verdict
+    assert all(len(c["warmdowns"]) == 3 for c in verdict.values())
+    # the planted optimum (INT4 below 40M params is planted as a tie: no claim)
+    assert all(c["best_warmdown"] == 0.33 and c["same_as_fp16"] for (b, s), c in verdict.items() if b != 4)
+    assert {"qat_warmdown.png", "penalty_vs_size.png"} <= set(os.listdir(report))
+
+
+def test_seed_noise_check_by_hand():
+    n = [1e4, 2e4, 4e4]
+    exact = [(x, 0.5 - 0.03 * math.log(x), 0.01, 3) for x in n]
+    sc = analyze.seed_noise_check(exact, [(8e4, 0.5 - 0.03 * math.log(8e4) + 0.02, 0.01, 3)])
+    assert sc["chi2"] == pytest.approx(0, abs=1e-9) and sc["p_lack_of_fit"] == pytest.approx(1.0)
+    assert sc["beta"] == pytest.approx(-0.03) and sc["dof"] == 1
+    # held-out z = 0.02 / sqrt(0.01^2 / 3 + var of the prediction): positive, about 2-3.5
+    assert 1.5 < sc["held"][0]["z"] < 3.5
+    bent = exact[:2] + [(4e4, exact[2][1] + 0.05, 0.01, 3)]  # 0.05 off at se 0.0058: a clear lack of fit
+    assert analyze.seed_noise_check(bent, [])["p_lack_of_fit"] < 1e-3
+    assert analyze.seed_noise_check(exact[:2], []) is None  # 2 points: no check
