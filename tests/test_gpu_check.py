@@ -182,6 +182,16 @@ def test_commands_checks_isolation_and_budget(tmp_path):
     assert len(lines) == 4
 
 
+def test_run_cli_runs_a_script_command_line_in_process(tmp_path, capsys):
+    ok = tmp_path / "ok.py"
+    ok.write_text("import sys\nprint('args', sys.argv[1:])\n")
+    gc.run_cli(str(ok), ["--x", "1"])
+    assert "args ['--x', '1']" in capsys.readouterr().out
+    with pytest.raises(RuntimeError, match=r"train.py: error: .*bits 9 not supported"):
+        gc.run_cli(os.path.join(ROOT, "train.py"), ["--bits", "9", "--quiet"])
+    assert sys.argv[0] != os.path.join(ROOT, "train.py")  # restored
+
+
 # ---------------------------------------------------------------- the late-QAT probe
 
 def _switchable_model():
