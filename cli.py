@@ -243,6 +243,7 @@ class Dist:
     rank: int = 0
     world: int = 1
     device: str = "cpu"
+    backend: str = ""  # the process group's: nccl | gloo ("" without DDP)
 
     @property
     def master(self):
@@ -266,17 +267,20 @@ def resolve_device(name="auto"):
 
 
 def setup_device(name):
-    """Pick the device, start DDP under torchrun (gloo on CPU, NCCL on CUDA)."""
+    """Pick the device, start DDP under torchrun (gloo on CPU, NCCL on CUDA). Any torchrun launch is
+    DDP, --nproc_per_node 1 included (one process through the process group and the DDP wrapper:
+    how a single GPU checks the NCCL path); a plain `python` launch is not."""
     want = resolve_device(name)
-    if int(os.environ.get("WORLD_SIZE", 1)) > 1:
+    if "WORLD_SIZE" in os.environ and (int(os.environ["WORLD_SIZE"]) > 1 or "LOCAL_RANK" in os.environ):
         import torch
         import torch.distributed as dist
         rank, world, local = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"])
         if want.startswith("cuda"):
             want = f"cuda:{local}"
             torch.cuda.set_device(want)
-        dist.init_process_group("nccl" if want.startswith("cuda") else "gloo")
-        return Dist(True, rank, world, want)
+        backend = "nccl" if want.startswith("cuda") else "gloo"
+        dist.init_process_group(backend)
+        return Dist(True, rank, world, want, backend)
     return Dist(False, 0, 1, want)
 
 

@@ -650,6 +650,7 @@ def finish(run):
         config=asdict(cfg), model_config=asdict(mcfg), seed=cfg.seed, git_commit=cli.git_commit(),
         corpus=run.corpus.info if run.corpus else dict(source=f"tasks.py:{cfg.algo}", vocab_size=mcfg.vocab_size),
         versions=cli.versions(), device=run.dist.device, world_size=run.dist.world,
+        ddp_backend=run.dist.backend or None,
         params=dict(total=model.num_params(), non_embedding=model.num_params(non_embedding=True)),
         metrics=metrics, steps=run.iters, tokens=run.iters * cfg.batch_size * mcfg.block_size,
         wall_time_s=run.wall + time.time() - run.t0,

@@ -44,20 +44,20 @@ def peak_gb():
 
 
 def measure(variant, T, threads):
-    """Runs in the child: build the model, warm up at 256 tokens, time one forward at T."""
+    """Runs in the child: build the model, warm up at its block_size, time one forward at T."""
     import torch
-    from model import GPT, GPTConfig, SIZES
+    import train
+    from model import GPT
     torch.set_num_threads(threads)
-    n_layer, n_embd, n_head = SIZES["1M"]
-    flags = dict(vocab_size=4096, block_size=256, n_layer=n_layer, n_embd=n_embd, n_head=n_head,
-                 n_kv_head=n_head)
-    flags.update(VARIANTS[variant])
+    # train.py's default model (--size preset, block_size, vocabulary) with the variant's model flags
+    cfg = train.TrainConfig(model=dict(VARIANTS[variant]))
     torch.manual_seed(0)
-    model = GPT(GPTConfig(**flags)).eval()
+    model = GPT(train.model_config(cfg, cfg.vocab_size)).eval()
     with torch.no_grad():
-        model(torch.randint(0, 4096, (1, 256)))
+        V = model.config.vocab_size
+        model(torch.randint(0, V, (1, model.config.block_size)))
         base = peak_gb()
-        idx = torch.randint(0, 4096, (1, T))
+        idx = torch.randint(0, V, (1, T))
         t0 = time.perf_counter()
         logits, _ = model(idx)
         dt = time.perf_counter() - t0

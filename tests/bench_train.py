@@ -20,7 +20,9 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+import data  # noqa: E402
 import train  # noqa: E402
+from gpu_check import flops_per_token  # noqa: E402  (the one FLOP-per-token formula, shared with the GPU check)
 from model import GPT  # noqa: E402
 
 
@@ -35,25 +37,26 @@ def matmul_peak(n=1024, reps=20):
     return 2 * n ** 3 * reps / (time.perf_counter() - t)
 
 
-def flops_per_token(cfg):
-    """Training FLOPs per token: 6 x (matmul params incl. the head) + attention scores (PaLM appendix B)."""
-    L, d, T, V = cfg.n_layer, cfg.n_embd, cfg.block_size, cfg.vocab_size
+def model_flops_per_token(mcfg):
+    """Training FLOPs per token of a GPTConfig (gpu_check.flops_per_token: 6 x matmul params incl.
+    the head + the attention scores, PaLM appendix B)."""
     with torch.device("meta"):
-        n = GPT(cfg).num_params(non_embedding=True)
-    return 6 * (n + V * d) + 12 * L * d * T
+        n = GPT(mcfg).num_params(non_embedding=True)
+    return flops_per_token(n, mcfg.n_layer, mcfg.n_embd, mcfg.block_size, mcfg.vocab_size)
 
 
 def step_time(bits, steps=30, warm=5, **kw):
     """Median seconds per optimizer step of the default config at this bit-width."""
-    cfg = train.TrainConfig(bits=bits, **kw)
-    corpus = train.load_corpus()
+    cfg = train.TrainConfig(model=dict(bits=bits), **kw)
+    corpus = train.corpus_of(cfg)
     torch.manual_seed(0)
-    model = GPT(train.model_config(cfg, corpus.meta["vocab_size"]))
+    model = GPT(train.model_config(cfg, corpus.vocab_size))
+    block = model.config.block_size
     opts = train.build_optimizers(model, cfg)
     times = []
     for step in range(steps + warm):
         t = time.perf_counter()
-        x, y = train.get_batch(corpus.train, cfg.batch_size, cfg.block_size, 0, step)
+        x, y = data.train_batch(cfg, block, corpus, step)
         _, loss = model(x, y)
         loss.backward()
         for o in opts:
@@ -88,7 +91,7 @@ def main():
     t16, cfg = step_time(16)
     t6, _ = step_time(6)
     tok = train.TrainConfig().batch_size * cfg.block_size
-    mfu = flops_per_token(cfg) * tok / t16 / peak
+    mfu = model_flops_per_token(cfg) * tok / t16 / peak
     out.update(matmul_peak_gflops=round(peak / 1e9, 1), step_s_bits16=round(t16, 4), step_s_bits6=round(t6, 4),
                qat_step_ratio=round(t6 / t16, 3), tokens_per_s_bits16=round(tok / t16), mfu_bits16=round(mfu, 3))
     print(f"matmul peak {peak / 1e9:.1f} GFLOP/s; bits16 {t16 * 1e3:.0f} ms/step ({tok / t16:.0f} tok/s, "
