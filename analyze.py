@@ -500,7 +500,9 @@ def parent_run(run, runs):
         return None
     real = os.path.realpath(parent)
     for r in runs:  # the same folder, else the same folder name (analysed from another working directory)
-        if r is not run and os.path.realpath(r.get("_dir", "")) == real:
+        if "_real" not in r:  # resolved once per run: lineage chains look parents up many times
+            r["_real"] = os.path.realpath(r.get("_dir", ""))
+        if r is not run and r["_real"] == real:
             return r
     named = [r for r in runs if r is not run and os.path.basename(os.path.normpath(r.get("_dir", ""))) ==
              os.path.basename(os.path.normpath(parent))]
@@ -512,6 +514,7 @@ OUTCOMES = {  # name -> (what, higher is better)
     "loss": ("post-extension val loss at the target length(s) (nats/token)", False),
     "gap": ("loss at the target minus the parent's loss at its pretraining length, same val tokens (nats)", False),
     "longppl": ("post-extension log LongPPL at the target: mean loss of the key tokens (nats)", False),
+    "key_frac": ("share of the target's tokens that are LongPPL key tokens (the model's own)", True),
     "retrieval": ("retrieval score at the target (evaluate.py score)", True)}
 PREDICTORS = ("train_loss_smooth", "val_loss", "pre", "sink_rate", "sink_strength")
 
@@ -541,17 +544,18 @@ def target_loss(run):
     """eval.json target outcomes, or (older files) the ppl loss at the longest length."""
     t = dget(run, "eval", "target")
     if isinstance(t, dict):
-        return {k: num(t.get(k)) for k in ("loss", "longppl_loss", "retrieval")}
+        return {k: num(t.get(k)) for k in ("loss", "longppl_loss", "key_frac", "retrieval")}
     by = dget(run, "eval", "ppl", "by_length") or {}
     L = max(by, key=parse_int, default=None)
-    return {"loss": num(by.get(L)) if L else None, "longppl_loss": None, "retrieval": num(dget(run, "eval", "score"))}
+    return {"loss": num(by.get(L)) if L else None, "longppl_loss": None, "key_frac": None,
+            "retrieval": num(dget(run, "eval", "score"))}
 
 
 def outcome_values(run, root, ctx):
     """The outcomes of one run (OUTCOMES), the root's pretraining length ctx."""
     t, ind = target_loss(run), num(dget(root, "eval", "ppl", "by_length", str(ctx)))
     return {"loss": t["loss"], "gap": t["loss"] - ind if t["loss"] is not None and ind is not None else None,
-            "longppl": t["longppl_loss"], "retrieval": t["retrieval"]}
+            "longppl": t["longppl_loss"], "key_frac": t["key_frac"], "retrieval": t["retrieval"]}
 
 
 def longctx_rows(runs):

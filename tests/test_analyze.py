@@ -313,6 +313,81 @@ def test_longctx_count_hypothesis_holds_when_planted(tmp_path):
     assert all(r["lo"] < 0.04 < r["hi"] for r in o["remove_one"]["increments"])
 
 
+def test_longctx_end_to_end_on_the_tiny_grid(tmp_path):
+    """Synthetic result.json / eval.json for every run of `bash sweep.sh --dry-run longctx` (names, flags
+    and lineage as the scripts would write them), then analyze.py: every key of the longctx section,
+    each documented in the README."""
+    import dataclasses
+    import shlex
+    import extend
+    import train
+    root = os.path.join(os.path.dirname(__file__), "..")
+    out = tmp_path / "sweeps"
+    p = subprocess.run(["bash", os.path.join(root, "sweep.sh"), "--dry-run", "longctx"], capture_output=True, text=True,
+                       env={**os.environ, "OUT": str(out), "SCALE": "tiny"}, timeout=60)
+    assert p.returncode == 0, p.stderr
+    rng = np.random.default_rng(0)
+    n_ext = 0
+    for line in p.stdout.splitlines():
+        steps = [shlex.split(s)[1:] for s in line.split(" && ")]
+        cfg = train.parse_args(steps[0][1:])
+        mc = dataclasses.asdict(train.model_config(cfg, 1024))
+        z = dict(swa=mc["window"] > 0, short=mc["block_size"] == 64, gqa=mc["n_kv_head"] < mc["n_head"])
+        y0 = 3.9 + 0.04 * z["short"] - 0.04 * z["swa"] + 0.01 * z["gqa"] + 0.005 * rng.standard_normal()
+        res = {"run_name": os.path.basename(cfg.out_dir), "status": "done", "config": dataclasses.asdict(cfg),
+               "model_config": mc, "metrics": {"val_loss": 3.8, "train_loss_smooth": 3.7 + 0.01 * rng.standard_normal()}}
+        write_json_run(cfg.out_dir, res, {"ppl": {"by_length": {str(mc["block_size"]): 3.85}}, "sink_rate": 0.0,
+                                          "sink_strength": 0.03 + 0.01 * rng.random(), "score": None,
+                                          "target": {"loss": y0 + 0.02, "longppl_loss": 2.7, "retrieval": None}})
+        for ext, _ in zip(steps[2::2], steps[3::2]):
+            ec = extend.parse_args(ext[1:])
+            n_ext += 1
+            lin = {"parent": ec.run, "parent_ckpt": ec.ckpt, "method": ec.method, "factor": ec.factor,
+                   "stages": ec.stages, "stage": ec.stages, "short_frac": ec.short_frac,
+                   "budget": {"source": "token_frac", "token_frac": ec.token_frac}}
+            emc = {**mc, "block_size": int(ec.factor * mc["block_size"]), "rope_original_len": mc["block_size"]}
+            y = y0 + (0.03 if ec.ckpt != "final" else 0) - 0.05 * ec.token_frac + 0.005 * rng.standard_normal()
+            ev = {"target": {"loss": y, "longppl_loss": 2.6 + y / 10, "key_frac": 0.01, "retrieval": None}}
+            if ec.stages == 2:  # the first stage's folder holds a finished run too; it is no outcome
+                write_json_run(os.path.join(ec.out_dir, "stage1"), {"run_name": "stage1", "status": "done",
+                               "config": {}, "model_config": emc, "lineage": {**lin, "stage": 1}}, None)
+                lin["parent"] = os.path.join(ec.out_dir, "stage1")
+                lin["parent_lineage"] = {**lin, "stage": 1, "parent": ec.run}
+            write_json_run(ec.out_dir, {"run_name": os.path.basename(ec.out_dir), "status": "done", "lineage": lin,
+                                        "config": {"block_size": emc["block_size"], "seed": cfg.seed},
+                                        "model_config": emc, "metrics": {"val_loss": y}}, ev)
+    assert analyze.main([str(out / "longctx")]) == 0
+    lc = json.loads((out / "longctx" / "analysis.json").read_text())["longctx"]
+    assert set(lc) == {"contexts", "short_block", "extensions", "main_recipe", "recipes", "runs", "outcomes"}
+    assert lc["main_recipe"] == "ntk frac=0.05 short_frac=0.25" and lc["recipes"][lc["main_recipe"]] == 48
+    assert len(lc["runs"]) == n_ext and sum(lc["recipes"].values()) + sum(w["ckpt"] != "final" for w in lc["runs"]) == n_ext
+    o = lc["outcomes"]["loss"]
+    assert set(o) == {"what", "higher_is_better", "n", "n_cells", "seeds", "cells", "effects", "models", "tests",
+                      "best_by_loo", "remove_one", "seed_variance", "predictors", "early", "variants"}
+    assert (o["n"], o["n_cells"], o["seeds"]) == (48, 16, [0, 1, 2])
+    eff = {e["feature"]: e for e in o["effects"]}
+    assert eff["short_ctx"]["lo"] < 0.04 < eff["short_ctx"]["hi"] and eff["swa"]["lo"] < -0.04 < eff["swa"]["hi"]
+    assert o["early"]["n"] >= 16 and len(o["variants"]) == 3
+    assert {v["recipe"] for v in o["variants"]} == {"ntk frac=0.25 short_frac=0.25", "ntk frac=1 short_frac=0.25",
+                                                    "yarn 2-stage frac=0.05 short_frac=0.25"}
+    assert os.path.exists(out / "longctx" / "longctx_outcome_vs_count.png")
+    readme = open(os.path.join(root, "README.md")).read()
+    keys = set(lc) | set(o) | {k for part in ("cells", "effects", "models", "tests", "predictors", "variants")
+                               for x in o[part] for k in x} | set(o["remove_one"]) | set(o["seed_variance"]) \
+        | set(o["early"]) | set(lc["runs"][0]) | set(o["remove_one"]["increments"][0]) | set(o["remove_one"]["equal"])
+    missing = sorted(k for k in keys if f"`{k}`" not in readme)
+    assert not missing, f"README does not document analysis.json longctx keys {missing}"
+
+
+def write_json_run(folder, res, ev):
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "result.json"), "w") as f:
+        json.dump(res, f)
+    if ev is not None:
+        with open(os.path.join(folder, "eval.json"), "w") as f:
+            json.dump(ev, f)
+
+
 def test_factorial_statistics_by_hand():
     Z = np.array(list(itertools.product((0, 1), repeat=2)) * 2)
     X, names = analyze.factorial_design(Z, "pairwise", ["a", "b"])
