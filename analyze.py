@@ -570,7 +570,8 @@ def longctx_rows(runs):
         root = root or r
         ctx = pretrain_block(root)
         m, ev = root["metrics"], root.get("eval") or {}
-        row = {"run": r["run_name"], "root": root["run_name"], "seed": num(root["config"].get("seed")),
+        seed = num(root["config"].get("seed"))
+        row = {"run": r["run_name"], "root": root["run_name"], "seed": int(seed) if seed is not None and seed.is_integer() else seed,
                "recipe": recipe(r) if ext else "no extension", "ckpt": ckpt, "ctx": ctx,
                **outcome_values(r, root, ctx),
                "train_loss_smooth": num(m.get("train_loss_smooth", m.get("train_loss"))),
@@ -862,14 +863,14 @@ def longctx_md(lc):
               f"{o['n']} runs, {o['n_cells']} cells, seeds {o['seeds']}. Init swing: sd {f(sv['init_sd'], '.4f')} "
               f"({sv['dof']} dof); the largest range over seeds in a cell is {f(sv['swing_share_max'], '.0%')} of the "
               f"range of the cell means ({f(sv['cell_mean_range'], '.4f')}), median {f(sv['swing_share_median'], '.0%')}.", ""]
-        L += table(["feature", "effect [95% CI]", "sd over seeds", "|effect| / init sd"],
+        L += table(["feature", "effect [95% CI]", "sd over seeds", "abs(effect) / init sd"],
                    [[e["feature"], ci(e["effect"], e["lo"], e["hi"], "+.4f"), f(e["seed_sd"], ".4f"),
                      f(e["effect_over_init_sd"], ".1f")] for e in o["effects"]]) + [""]
         L += table(["model", "params", "R^2", "LOO R^2 (runs)", "LOO R^2 (cells)", "coefficients [95% CI]"],
                    [[m["model"], str(m["k"]), f(m["r2"], ".3f"), f(m["loo_r2"], ".3f"), f(m["loco_r2"], ".3f"),
                      "; ".join(f"{c['name']} {ci(c['est'], c['lo'], c['hi'], '+.4f')}" for c in m["coefs"]
-                               if c["name"] != "intercept") if m["model"] in ("count", "additive") else
-                     f"{len(m['coefs']) - 1} terms"] for m in o["models"]]) + [""]
+                               if c["name"] != "intercept" and (m["model"] != "pairwise" or ":" in c["name"]))
+                     or "the cell means"] for m in o["models"]]) + [""]
         L += ["Nested F tests: " + "; ".join(f"{t['test']}: F={f(t['F'], '.2f')} ({t['df1']}, {t['df2']}), "
                                               f"p={f(t['p'], '.3g')}" for t in o["tests"]) +
               f". Best predictor by LOO R^2 over runs: **{o['best_by_loo']}**.", ""]
