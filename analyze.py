@@ -14,6 +14,7 @@ writes analysis.md, analysis.json and PNG plots to --out (default: the first fol
 Seeds: the QAT LR-schedule study (720-run grid, "QAT seed" below; it has no arXiv id) and "Cracks in the Foundation" (arXiv 2608.10296, "long-context
 seed"). Every field is optional: a missing one shrinks a table, it never crashes the script.
 """
+import itertools
 import json
 import math
 import os
@@ -143,20 +144,94 @@ def r2_in_sample(X, y):
     return 1 - float(((y - A @ _ols(A, y)) ** 2).sum()) / sst
 
 
-def loo_r2(X, y):
+def loo_r2(X, y, groups=None):
     """Leave-one-out R^2 (long-context seed, arXiv 2608.10296: 0.61 for feature count -> HELMET 32K):
     refit without run i, predict run i; R^2_LOO = 1 - sum (y_i - yhat_-i)^2 / sum (y_i - ybar)^2.
-    Negative when the predictor does worse than the mean. nan when n <= 1 + columns or y is constant."""
+    groups: leave out one group at a time instead (e.g. every seed of a cell: prediction of an unseen
+    feature combination). Negative when the predictor does worse than the mean. nan when n <= 1 +
+    columns, y is constant, or a refit has fewer rows than coefficients."""
     A, y = _design(X, y)
     n = len(y)
     sst = float(((y - y.mean()) ** 2).sum())
-    if n <= A.shape[1] or sst == 0:  # each refit needs as many points as coefficients
+    g = np.arange(n) if groups is None else np.asarray(groups)
+    folds = [g == u for u in dict.fromkeys(g.tolist())]
+    if n <= A.shape[1] or sst == 0 or any((~f).sum() < A.shape[1] for f in folds):
         return math.nan
     press = 0.0
-    for i in range(n):
-        keep = np.arange(n) != i
-        press += float(y[i] - A[i] @ _ols(A[keep], y[keep])) ** 2
+    for out in folds:
+        press += float(((y[out] - A[out] @ _ols(A[~out], y[~out])) ** 2).sum())
     return 1 - press / sst
+
+
+def ols(X, y, names=None, level=0.95):
+    """OLS with intercept (X 1-D or 2-D): coefficients with level-confidence intervals from t
+    quantiles on the n - rank residual dof (scipy.stats.t), SSE, dof, residual sd s, R^2 (nan when
+    saturated or y constant). A rank-deficient design gets the minimum-norm solution."""
+    A, y = _design(X, y)
+    names = ["intercept"] + list(names or [f"x{i}" for i in range(1, A.shape[1])])
+    beta = _ols(A, y)
+    sse = float(((y - A @ beta) ** 2).sum())
+    dof = len(y) - int(np.linalg.matrix_rank(A))
+    s2 = sse / dof if dof > 0 else math.nan
+    se = np.sqrt(np.clip(np.diag(np.linalg.pinv(A.T @ A)), 0, None) * s2)
+    t = stats.t.ppf((1 + level) / 2, dof) if dof > 0 else math.nan
+    sst = float(((y - y.mean()) ** 2).sum())
+    return {"coefs": [{"name": nm, "est": float(b), "se": float(e), "lo": float(b - t * e), "hi": float(b + t * e)}
+                      for nm, b, e in zip(names, beta, se)],
+            "n": len(y), "dof": dof, "sse": sse, "s": math.sqrt(s2) if dof > 0 else math.nan,
+            "r2": 1 - sse / sst if dof > 0 and sst > 0 else math.nan}
+
+
+def nested_f(small, big):
+    """F test of a model against a larger one that nests it (ols results): F, df1, df2, p."""
+    df1, df2 = small["dof"] - big["dof"], big["dof"]
+    if df1 <= 0 or df2 <= 0 or big["sse"] <= 0:
+        return {"F": math.nan, "df1": df1, "df2": df2, "p": math.nan}
+    F = (small["sse"] - big["sse"]) / df1 / (big["sse"] / df2)
+    return {"F": F, "df1": df1, "df2": df2, "p": float(stats.f.sf(F, df1, df2))}
+
+
+def factorial_design(Z, model, names=None):
+    """Design columns for 0/1 factor columns Z [n, k] (named names): 'count' (their sum), 'additive'
+    (the k axes), 'pairwise' (axes and their k(k-1)/2 products), 'saturated' (every product: the
+    cell means). -> (X [n, m], column names)."""
+    Z = np.asarray(Z, dtype=float)
+    k = Z.shape[1]
+    names = names or [f"f{i}" for i in range(k)]
+    if model == "count":
+        return Z.sum(1, keepdims=True), ["count"]
+    subsets = [c for r in range(1, {"additive": 1, "pairwise": 2, "saturated": k}[model] + 1)
+               for c in itertools.combinations(range(k), r)]
+    return (np.column_stack([Z[:, list(c)].prod(1) for c in subsets]),
+            [":".join(names[i] for i in c) for c in subsets])
+
+
+def remove_one(Z, y, s2, dof, level=0.95):
+    """The reviewers' test of the count hypothesis: the increment of each feature on top of the
+    others, mean(all features) - mean(all but feature i), with a level-CI from the pooled
+    within-cell variance s2 on dof degrees of freedom; and the F test that the increments are equal
+    (the count hypothesis: equal means of the k cells with one feature removed)."""
+    Z, y = np.asarray(Z, dtype=int), np.asarray(y, dtype=float)
+    k = Z.shape[1]
+    full = y[Z.sum(1) == k]
+    t = stats.t.ppf((1 + level) / 2, dof) if dof > 0 else math.nan
+    out, cells = [], []
+    for i in range(k):
+        one = np.ones(k, dtype=int)
+        one[i] = 0
+        c = y[(Z == one).all(1)]
+        if not len(full) or not len(c):
+            out.append({"feature": i, "increment": None, "lo": None, "hi": None, "n": [len(full), len(c)]})
+            continue
+        cells.append(c)
+        inc, se = float(full.mean() - c.mean()), math.sqrt(s2 * (1 / len(full) + 1 / len(c)))
+        out.append({"feature": i, "increment": inc, "lo": inc - t * se, "hi": inc + t * se, "n": [len(full), len(c)]})
+    test = {"F": math.nan, "df1": len(cells) - 1, "df2": dof, "p": math.nan}
+    if len(cells) > 1 and dof > 0 and s2 > 0:
+        grand = np.concatenate(cells).mean()
+        F = sum(len(c) * (c.mean() - grand) ** 2 for c in cells) / (len(cells) - 1) / s2
+        test.update(F=float(F), p=float(stats.f.sf(F, len(cells) - 1, dof)))
+    return {"increments": out, "equal": test}
 
 
 def feature_axes(model_config, pretrain_block, short_block):
@@ -502,52 +577,214 @@ def parent_run(run, runs):
         return None
     real = os.path.realpath(parent)
     for r in runs:  # the same folder, else the same folder name (analysed from another working directory)
-        if r is not run and os.path.realpath(r.get("_dir", "")) == real:
+        if "_real" not in r:  # resolved once per run: lineage chains look parents up many times
+            r["_real"] = os.path.realpath(r.get("_dir", ""))
+        if r is not run and r["_real"] == real:
             return r
     named = [r for r in runs if r is not run and os.path.basename(os.path.normpath(r.get("_dir", ""))) ==
              os.path.basename(os.path.normpath(parent))]
     return named[0] if len(named) == 1 else None
 
 
-def longctx_report(runs):
-    """Text runs with an eval.json score: feature count per run and R^2 (in-sample, LOO) of predictors of
-    the score: the count, a linear model on the four 0/1 axes, short-context losses, sink rate. When some
-    scored runs are context extensions (lineage), the score is the post-extension one (as in the
-    long-context seed): only the extensions are rows, and the parent's own score is one more predictor."""
-    lc = [r for r in runs if run_kind(r) != "algo" and num(dget(r, "eval", "score")) is not None]
-    if not lc:
-        return None
-    ext = [r for r in lc if run_kind(r) == "extension"]
-    if ext:
-        lc = ext
-    blocks = [pretrain_block(r) for r in lc]
-    contexts = sorted({b for b in blocks if b is not None})
-    short = contexts[0] if len(contexts) >= 2 else None  # one context only: no "shorter" point
+FEATURES = ("qk_norm", "gqa", "swa", "short_ctx")
+OUTCOMES = {  # name -> (what, higher is better)
+    "loss": ("post-extension val loss at the target length(s) (nats/token)", False),
+    "gap": ("loss at the target minus the parent's loss at its pretraining length, same val tokens (nats)", False),
+    "longppl": ("post-extension log LongPPL at the target: mean loss of the key tokens (nats)", False),
+    "key_frac": ("share of the target's tokens that are LongPPL key tokens (the model's own)", True),
+    "retrieval": ("retrieval score at the target (evaluate.py score)", True)}
+PREDICTORS = ("train_loss_smooth", "val_loss", "pre", "sink_rate", "sink_strength")
+
+
+def lineage_root(run, runs):
+    """(the pretraining run an extension descends from, the checkpoint of it that was extended)."""
+    r, ckpt, seen = run, "final", set()
+    while r is not None and run_kind(r) == "extension" and id(r) not in seen:
+        seen.add(id(r))
+        ckpt = str(dget(r, "lineage", "parent_ckpt") or "final")
+        r = parent_run(r, runs)
+    return r, ckpt
+
+
+def recipe(run):
+    """An extension's recipe from its lineage: method, stages, budget, long/short mix."""
+    lin = run.get("lineage") or {}
+    b = lin.get("budget") if isinstance(lin.get("budget"), dict) else {}
+    budget = (f"frac={b['token_frac']:g}" if b.get("source") == "token_frac" else
+              f"{b['source']}={b.get(b['source'])}" if b.get("source") else
+              f"iters={lin['iters']}" if lin.get("iters") else "training-free")
+    mix = f" short_frac={lin['short_frac']:g}" if num(lin.get("short_frac")) else ""
+    return f"{lin.get('method')}{' 2-stage' if lin.get('stages') == 2 else ''} {budget}{mix}"
+
+
+def target_loss(run):
+    """eval.json target outcomes, or (older files) the ppl loss at the longest length."""
+    t = dget(run, "eval", "target")
+    if isinstance(t, dict):
+        return {k: num(t.get(k)) for k in ("loss", "longppl_loss", "key_frac", "retrieval")}
+    by = dget(run, "eval", "ppl", "by_length") or {}
+    L = max(by, key=parse_int, default=None)
+    return {"loss": num(by.get(L)) if L else None, "longppl_loss": None, "key_frac": None,
+            "retrieval": num(dget(run, "eval", "score"))}
+
+
+def outcome_values(run, root, ctx):
+    """The outcomes of one run (OUTCOMES), the root's pretraining length ctx."""
+    t, ind = target_loss(run), num(dget(root, "eval", "ppl", "by_length", str(ctx)))
+    return {"loss": t["loss"], "gap": t["loss"] - ind if t["loss"] is not None and ind is not None else None,
+            "longppl": t["longppl_loss"], "key_frac": t["key_frac"], "retrieval": t["retrieval"]}
+
+
+def longctx_rows(runs):
+    """One row per scored long-context run: the context extensions (the final stage of each) when
+    there are any, else every text run with an eval.json. Features from the pretraining run (root)."""
+    lc = [r for r in runs if run_kind(r) != "algo" and isinstance(r.get("eval"), dict)]
+    ext = [r for r in lc if run_kind(r) == "extension" and not (dget(r, "lineage", "stage") == 1 and
+                                                                   dget(r, "lineage", "stages") == 2)]
     rows = []
-    for r, block in zip(lc, blocks):
-        ax = feature_axes(r["model_config"], block, short)
-        parent = parent_run(r, runs) if ext else None
-        pm = (parent or {}).get("metrics") or {}
-        rows.append({"run": r["run_name"], **ax, "count": sum(ax.values()), "score": num(r["eval"]["score"]),
-                     "sink_rate": num(r["eval"].get("sink_rate")),
-                     "train_loss": num(r["metrics"].get("train_loss")) if not ext else num(pm.get("train_loss")),
-                     "val_loss": num(r["metrics"].get("val_loss")) if not ext else num(pm.get("val_loss")),
-                     "pre_score": num(dget(parent, "eval", "score"))})
-    y = np.array([w["score"] for w in rows], dtype=float)
-    col = lambda k: np.array([np.nan if w[k] is None else w[k] for w in rows], dtype=float)
-    axes = np.column_stack([col(k) for k in ("qk_norm", "gqa", "swa", "short_ctx")])
-    preds = [("feature count", col("count")), ("four axes (linear)", axes),
-             ("train_loss", col("train_loss")), ("val_loss", col("val_loss")),
-             ("sink_rate", col("sink_rate"))]
-    if ext:
-        preds.append(("pre-extension score", col("pre_score")))
+    for r in ext or lc:
+        root, ckpt = lineage_root(r, runs) if ext else (r, "final")
+        root = root or r
+        ctx = pretrain_block(root)
+        m, ev = root["metrics"], root.get("eval") or {}
+        seed = num(root["config"].get("seed"))
+        row = {"run": r["run_name"], "root": root["run_name"], "seed": int(seed) if seed is not None and seed.is_integer() else seed,
+               "recipe": recipe(r) if ext else "no extension", "ckpt": ckpt, "ctx": ctx,
+               **outcome_values(r, root, ctx),
+               "train_loss_smooth": num(m.get("train_loss_smooth", m.get("train_loss"))),
+               "val_loss": num(m.get("val_loss")), "sink_rate": num(ev.get("sink_rate")),
+               "sink_strength": num(ev.get("sink_strength"))}
+        pre = outcome_values(root, root, ctx) if ext else {}
+        rows.append({**row, **{f"pre_{k}": pre.get(k) for k in OUTCOMES}, "_model_config": root["model_config"]})
+    contexts = sorted({w["ctx"] for w in rows if w["ctx"] is not None})
+    short = contexts[0] if len(contexts) >= 2 else None
+    for w in rows:
+        ax = feature_axes(w.pop("_model_config"), w["ctx"], short)
+        w.update(ax, count=sum(ax.values()), cell="".join(str(ax[k]) for k in FEATURES))
+    return rows, contexts, short, bool(ext)
+
+
+def fit_summary(fit, names=None):
+    keep = [c for c in fit["coefs"] if names is None or c["name"] in names]
+    return {"r2": fit["r2"], "s": fit["s"], "dof": fit["dof"], "coefs": keep}
+
+
+def outcome_report(rows, key, level=0.95):
+    """Every analysis of one outcome over the rows of one recipe: cells, main effects with the seed
+    spread, count / additive / pairwise / saturated models (R^2, LOO R^2 over runs and over cells,
+    nested F tests), the remove-one increments, seed variance, and exploratory short-context predictors."""
+    rs = [w for w in rows if w[key] is not None]
+    if len(rs) < 3 or len({w[key] for w in rs}) < 2:
+        return None
+    y = np.array([w[key] for w in rs])
+    Z = np.array([[w[k] for k in FEATURES] for w in rs])
+    cells = defaultdict(list)
+    for w in rs:
+        cells[w["cell"]].append(w[key])
+    models, fits = [], {}
+    for name in ("count", "additive", "pairwise", "saturated"):
+        X, names = factorial_design(Z, name, FEATURES)
+        fits[name] = ols(X, y, names, level)
+        models.append({"model": name, "k": X.shape[1] + 1, **fit_summary(fits[name], None if name != "saturated" else []),
+                       "loo_r2": loo_r2(X, y), "loco_r2": loo_r2(X, y, [w["cell"] for w in rs]) if name != "saturated" else None})
+    sat = fits["saturated"]  # the cell means: its residual is the spread over seeds
+    s2, dof = (sat["s"] ** 2, sat["dof"]) if sat["dof"] > 0 else (math.nan, 0)
+    tests = [{"test": f"{a} vs {b}", **nested_f(fits[a], fits[b])}
+             for a, b in (("count", "additive"), ("additive", "pairwise"), ("pairwise", "saturated"))]
+    means = {c: float(np.mean(v)) for c, v in cells.items()}
+    span = max(means.values()) - min(means.values())
+    ranges = [max(v) - min(v) for v in cells.values() if len(v) > 1]
+    seeds = sorted({w["seed"] for w in rs if w["seed"] is not None})
+    effects = []
+    for i, f in enumerate(FEATURES):
+        per_seed = [np.mean([w[key] for w in rs if w["seed"] == sd and w[f]]) -
+                    np.mean([w[key] for w in rs if w["seed"] == sd and not w[f]]) for sd in seeds
+                    if len({w[f] for w in rs if w["seed"] == sd}) == 2]
+        c = fits["additive"]["coefs"][i + 1]
+        sd = float(np.std(per_seed, ddof=1)) if len(per_seed) > 1 else None
+        effects.append({"feature": f, "effect": c["est"], "lo": c["lo"], "hi": c["hi"], "seed_sd": sd,
+                        "per_seed": [float(e) for e in per_seed],
+                        "effect_over_init_sd": abs(c["est"]) / math.sqrt(s2) if s2 > 0 else None})
+    rem = remove_one(Z, y, s2, dof, level)
+    for r in rem["increments"]:
+        r["feature"] = FEATURES[r["feature"]]
+    preds = []
+    for p in PREDICTORS:
+        x = np.array([np.nan if w.get(f"pre_{key}" if p == "pre" else p) is None else w[f"pre_{key}" if p == "pre" else p]
+                      for w in rs], dtype=float)
+        ok = np.isfinite(x)
+        if ok.sum() >= 3 and np.ptp(x[ok]) > 0:
+            fit = ols(x[ok], y[ok], [p], level)
+            preds.append({"predictor": "pre-extension " + key if p == "pre" else p, "n": int(ok.sum()),
+                          "slope": fit["coefs"][1]["est"], "r2": fit["r2"], "loo_r2": loo_r2(x[ok], y[ok])})
+    return {"what": OUTCOMES[key][0], "higher_is_better": OUTCOMES[key][1], "n": len(rs), "n_cells": len(cells),
+            "seeds": seeds, "cells": [{"cell": c, **dict(zip(FEATURES, map(int, c))), "count": c.count("1"), "n": len(v),
+                                       "mean": means[c], "sd": float(np.std(v, ddof=1)) if len(v) > 1 else None}
+                                      for c, v in sorted(cells.items())],
+            "effects": effects, "models": models, "tests": tests,
+            "best_by_loo": max((m for m in models if m["loo_r2"] is not None and math.isfinite(m["loo_r2"])),
+                               key=lambda m: m["loo_r2"], default={"model": None})["model"],
+            "remove_one": rem,
+            "seed_variance": {"init_sd": math.sqrt(s2) if s2 > 0 else None, "dof": dof, "cell_mean_range": span,
+                              "swing_max": max(ranges, default=None),
+                              "swing_share_max": max(ranges) / span if ranges and span > 0 else None,
+                              "swing_share_median": float(np.median(ranges)) / span if ranges and span > 0 else None},
+            "predictors": preds}
+
+
+def early_report(rows, main, key):
+    """Early-extension diagnostic: the main recipe applied to an intermediate checkpoint (train.py
+    --save_at, extend.py --ckpt) vs the same recipe on the final one, paired by pretraining run."""
+    final = {w["root"]: w[key] for w in rows if w["recipe"] == main and w["ckpt"] == "final" and w[key] is not None}
+    pairs = [(w[key], final[w["root"]], w["ckpt"]) for w in rows
+             if w["recipe"] == main and w["ckpt"] != "final" and w[key] is not None and w["root"] in final]
+    if len(pairs) < 3:
+        return None
+    x, y = np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+    fit = ols(x, y, ["early"])
+    return {"ckpts": sorted({p[2] for p in pairs}), "n": len(pairs), "slope": fit["coefs"][1]["est"], "r2": fit["r2"],
+            "loo_r2": loo_r2(x, y), "pearson": float(stats.pearsonr(x, y)[0]) if np.ptp(x) and np.ptp(y) else None,
+            "spearman": float(stats.spearmanr(x, y)[0]) if np.ptp(x) and np.ptp(y) else None}
+
+
+def variant_report(rows, main, key, level=0.95):
+    """A robustness variant (another recipe), reported on its own: count and additive fits, and how
+    its cell means and runs compare with the main recipe's (same pretraining runs)."""
     out = []
-    for name, X in preds:
-        ok = np.all(np.isfinite(X.reshape(len(y), -1)), axis=1)
-        out.append({"predictor": name, "n": int(ok.sum()),
-                    "r2": r2_in_sample(X[ok], y[ok]) if ok.any() else None,
-                    "loo_r2": loo_r2(X[ok], y[ok]) if ok.any() else None})
-    return {"contexts": contexts, "short_block": short, "extensions": bool(ext), "runs": rows, "predictors": out}
+    base = {w["root"]: w[key] for w in rows if w["recipe"] == main and w["ckpt"] == "final" and w[key] is not None}
+    for rec in sorted({w["recipe"] for w in rows} - {main}):
+        rs = [w for w in rows if w["recipe"] == rec and w["ckpt"] == "final" and w[key] is not None]
+        if len(rs) < 3:
+            continue
+        y, Z = np.array([w[key] for w in rs]), np.array([[w[k] for k in FEATURES] for w in rs])
+        cnt, add = ols(Z.sum(1), y, ["count"], level), ols(Z, y, FEATURES, level)
+        shared = [(w[key], base[w["root"]]) for w in rs if w["root"] in base]
+        d = np.array([a - b for a, b in shared])
+        out.append({"recipe": rec, "n": len(rs), "mean": float(y.mean()),
+                    "count": fit_summary(cnt, ["count"]), "count_loo_r2": loo_r2(Z.sum(1), y),
+                    "additive": fit_summary(add, FEATURES), "n_paired": len(shared),
+                    "minus_main": float(d.mean()) if len(d) else None,
+                    "r_with_main": float(stats.pearsonr(*zip(*shared))[0]) if len(shared) > 2 and np.ptp([a for a, _ in shared])
+                    and np.ptp([b for _, b in shared]) else None})
+    return out
+
+
+def longctx_report(runs):
+    """The long-context study (arXiv 2608.10296) on a factorial grid: per outcome (OUTCOMES) the
+    analyses of outcome_report on the main recipe (the most common one on final checkpoints), the
+    early-extension diagnostic, and each other recipe as a separate robustness variant."""
+    rows, contexts, short, ext = longctx_rows(runs)
+    if not rows:
+        return None
+    finals = [w["recipe"] for w in rows if w["ckpt"] == "final"]
+    main = max(sorted(set(finals)), key=finals.count) if finals else None
+    out = {}
+    for key in OUTCOMES:
+        rep = outcome_report([w for w in rows if w["recipe"] == main and w["ckpt"] == "final"], key)
+        if rep:
+            out[key] = dict(rep, early=early_report(rows, main, key), variants=variant_report(rows, main, key))
+    return {"contexts": contexts, "short_block": short, "extensions": ext, "main_recipe": main,
+            "recipes": {r: finals.count(r) for r in sorted(set(finals))}, "runs": rows, "outcomes": out}
 
 
 def lengen_report(runs):
@@ -682,20 +919,71 @@ def grid_md(g):
                        f(r["ratio"]), str(r["n"])] for r in g["rows"]]) + [""]
 
 
+def ci(x, lo, hi, spec="+.3f"):
+    return f"{f(x, spec)} [{f(lo, spec)}, {f(hi, spec)}]"
+
+
 def longctx_md(lc):
-    what = "post-extension score of the context extensions (lineage); losses and pre-extension score of their " \
-           "parent runs" if lc.get("extensions") else "score of each run"
-    L = ["## 4. Long-context score vs inhibiting features (arXiv 2608.10296)", "",
-         f"Contexts {lc['contexts']}; short context = {lc['short_block'] or 'n/a (need two contexts)'}; {what}.", ""]
-    pre = lc.get("extensions")
-    L += table(["run", "qk_norm", "gqa", "swa", "short_ctx", "count", "score", "sink_rate", "train_loss"]
-               + (["pre-ext score"] if pre else []),
-               [[w["run"], *(str(w[k]) for k in ("qk_norm", "gqa", "swa", "short_ctx", "count")),
-                 f(w["score"]), f(w["sink_rate"]), f(w["train_loss"])] + ([f(w["pre_score"])] if pre else [])
-                for w in lc["runs"]]) + [""]
-    L += table(["predictor of score", "n", "R^2", "LOO R^2"],
-               [[p["predictor"], str(p["n"]), f(p["r2"], ".3f"), f(p["loo_r2"], ".3f")] for p in lc["predictors"]])
-    return L + [""]
+    L = ["## 4. Long-context extensibility vs inhibiting features (arXiv 2608.10296)", "",
+         f"Pretraining contexts {lc['contexts']}; short context = {lc['short_block'] or 'n/a (need two contexts)'}. "
+         f"Main recipe: {lc['main_recipe']} ({lc['recipes'].get(lc['main_recipe'], len(lc['runs']))} runs); "
+         f"recipes: {', '.join(f'{r} ({n})' for r, n in lc['recipes'].items()) or '-'}. Features: "
+         f"{', '.join(FEATURES)} (1 = present). Effects are in the outcome's units, 95% confidence intervals in "
+         f"brackets; init sd = pooled sd over seeds within a cell.", ""]
+    outs = lc["outcomes"]
+    if outs:
+        first = next(iter(outs.values()))
+        L += table(["cell " + "/".join(FEATURES), "count", "n"] + list(outs),
+                   [[c["cell"], str(c["count"]), str(c["n"])] +
+                    [f"{f(cm['mean'], '.4f')} ± {f(cm['sd'], '.3f')}" for cm in
+                     (next((x for x in o["cells"] if x["cell"] == c["cell"]), {"mean": None, "sd": None})
+                      for o in outs.values())] for c in first["cells"]]) + [""]
+    for key, o in outs.items():
+        sv = o["seed_variance"]
+        L += [f"### {key}: {o['what']} ({'higher' if o['higher_is_better'] else 'lower'} is better)", "",
+              f"{o['n']} runs, {o['n_cells']} cells, seeds {o['seeds']}. Init swing: sd {f(sv['init_sd'], '.4f')} "
+              f"({sv['dof']} dof); the largest range over seeds in a cell is {f(sv['swing_share_max'], '.0%')} of the "
+              f"range of the cell means ({f(sv['cell_mean_range'], '.4f')}), median {f(sv['swing_share_median'], '.0%')}.", ""]
+        L += table(["feature", "effect [95% CI]", "sd over seeds", "abs(effect) / init sd"],
+                   [[e["feature"], ci(e["effect"], e["lo"], e["hi"], "+.4f"), f(e["seed_sd"], ".4f"),
+                     f(e["effect_over_init_sd"], ".1f")] for e in o["effects"]]) + [""]
+        L += table(["model", "params", "R^2", "LOO R^2 (runs)", "LOO R^2 (cells)", "coefficients [95% CI]"],
+                   [[m["model"], str(m["k"]), f(m["r2"], ".3f"), f(m["loo_r2"], ".3f"), f(m["loco_r2"], ".3f"),
+                     "; ".join(f"{c['name']} {ci(c['est'], c['lo'], c['hi'], '+.4f')}" for c in m["coefs"]
+                               if c["name"] != "intercept" and (m["model"] != "pairwise" or ":" in c["name"]))
+                     or "the cell means"] for m in o["models"]]) + [""]
+        L += ["Nested F tests: " + "; ".join(f"{t['test']}: F={f(t['F'], '.2f')} ({t['df1']}, {t['df2']}), "
+                                              f"p={f(t['p'], '.3g')}" for t in o["tests"]) +
+              f". Best predictor by LOO R^2 over runs: **{o['best_by_loo']}**.", ""]
+        rem = o["remove_one"]
+        L += ["Remove one feature from the four-feature cell (increment = all four - the other three; equal "
+              "increments = the count hypothesis):", ""]
+        L += table(["feature", "increment [95% CI]", "n (4 / 3)"],
+                   [[r["feature"], ci(r["increment"], r["lo"], r["hi"], "+.4f"), "/".join(map(str, r["n"]))]
+                    for r in rem["increments"]]) + [""]
+        eq = rem["equal"]
+        L += [f"Equal increments: F={f(eq['F'], '.2f')} ({eq['df1']}, {eq['df2']}), p={f(eq['p'], '.3g')}.", ""]
+        if o["predictors"]:
+            L += ["Short-context predictors and sinks (exploratory: one predictor at a time, not corrected for "
+                  "multiple comparisons):", ""]
+            L += table(["predictor", "n", "slope", "R^2", "LOO R^2"],
+                       [[p["predictor"], str(p["n"]), f(p["slope"], "+.3g"), f(p["r2"], ".3f"), f(p["loo_r2"], ".3f")]
+                        for p in o["predictors"]]) + [""]
+        e = o["early"]
+        if e:
+            L += [f"Early extension (checkpoint {', '.join(e['ckpts'])}, same recipe) -> final: n={e['n']}, "
+                  f"R^2={f(e['r2'], '.3f')}, LOO R^2={f(e['loo_r2'], '.3f')}, Pearson {f(e['pearson'], '.3f')}, "
+                  f"Spearman {f(e['spearman'], '.3f')}.", ""]
+        if o["variants"]:
+            L += ["Robustness variants (each on its own; never pooled with the main recipe):", ""]
+            L += table(["recipe", "n", "mean", "- main (paired)", "r with main", "count slope [95% CI]", "count R^2 / LOO",
+                        "additive effects"],
+                       [[v["recipe"], str(v["n"]), f(v["mean"], ".4f"), f(v["minus_main"], "+.4f"), f(v["r_with_main"], ".2f"),
+                         ci(v["count"]["coefs"][0]["est"], v["count"]["coefs"][0]["lo"], v["count"]["coefs"][0]["hi"], "+.4f"),
+                         f"{f(v['count']['r2'], '.2f')} / {f(v['count_loo_r2'], '.2f')}",
+                         ", ".join(f"{c['name']} {f(c['est'], '+.3f')}" for c in v["additive"]["coefs"])]
+                        for v in o["variants"]]) + [""]
+    return L
 
 
 def lengen_md(lg):
@@ -755,12 +1043,30 @@ def plot_all(rep, outdir):
         ax.legend(fontsize=7)
         save(fig, "penalty_vs_size.png")
     lc = rep.get("longctx")
-    if lc:
-        fig, ax = plt.subplots(figsize=(4.5, 3.5))
-        ax.plot([w["count"] for w in lc["runs"]], [w["score"] for w in lc["runs"]], "o")
-        ax.set(xlabel="inhibiting-feature count", ylabel="long-context score", title="score vs feature count")
-        save(fig, "longctx_score_vs_count.png")
+    if lc and lc["outcomes"]:
+        save(plot_longctx(lc, plt), "longctx_outcome_vs_count.png")
     return written
+
+
+def plot_longctx(lc, plt):
+    """Each outcome of the main recipe vs the feature count: every run (colour = seed, offset by
+    seed so none hides another), the cell means (x) and the count fit."""
+    outs = lc["outcomes"]
+    fig, axs = plt.subplots(1, len(outs), figsize=(4.2 * len(outs), 3.6), squeeze=False)
+    rows = [w for w in lc["runs"] if w["recipe"] == lc["main_recipe"] and w["ckpt"] == "final"]
+    for ax, (key, o) in zip(axs[0], outs.items()):
+        seeds = o["seeds"] or [None]
+        for j, sd in enumerate(seeds):
+            pts = [w for w in rows if w["seed"] == sd and w[key] is not None]
+            ax.plot([w["count"] + 0.08 * (j - (len(seeds) - 1) / 2) for w in pts], [w[key] for w in pts], "o",
+                    ms=4, alpha=0.8, label=f"seed {f(sd, 'g')}")
+        ax.plot([c["count"] for c in o["cells"]], [c["mean"] for c in o["cells"]], "kx", ms=5, label="cell mean")
+        b = {c["name"]: c["est"] for c in o["models"][0]["coefs"]}
+        ax.plot([0, 4], [b["intercept"], b["intercept"] + 4 * b["count"]], "k-",
+                label=f"count fit, R^2 {f(o['models'][0]['r2'], '.2f')}")
+        ax.set(xlabel="inhibiting-feature count", ylabel=key, title=f"{key} vs feature count")
+        ax.legend(fontsize=6)
+    return fig
 
 # -----------------------------------------------------------------------------
 
@@ -817,7 +1123,7 @@ def main(argv=None):
                 ("penalty_law", lambda: penalty_report(recs, order, fit_sizes, args.level, args.ref_lr, args.ref_warmdown),
                  lambda r: r["laws"], penalty_md),
                 ("grid_distance", lambda: grid_report(recs), lambda r: r["rows"], grid_md),
-                ("longctx", lambda: longctx_report(runs), lambda r: r, longctx_md),
+                ("longctx", lambda: longctx_report(runs), lambda r: r["outcomes"], longctx_md),
                 ("lengen", lambda: lengen_report(runs), lambda r: r["groups"], lengen_md)]
     for name, compute, has_data, render in sections:
         try:  # one broken section must not take the others down

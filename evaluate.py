@@ -18,10 +18,14 @@ Algorithmic runs: exact match on input lengths lo..N, N+1..2N, 2N+1..3N (train s
 grid: the weight-to-grid distance of the checkpoint's quantisable matrices on the --grid_bits grid
 (0 = on the grid, 0.25 = uniformly spread); analyze.py compares QAT and full-precision runs with it.
 
-eval.json "score": the mean, over the retrieval tasks and the lengths past the training length,
-of the rank accuracy (--score rank, the default: graded even for tiny models; chance = 1/5) or of
-the exact match (--score exact). Algorithmic runs: mean exact match over the bins past N.
-"sink_rate": the first-token sink rate on val text at the training length.
+eval.json "score": the mean, over the retrieval tasks and the score lengths, of the rank accuracy
+(--score rank, the default: graded even for tiny models; chance = 1/5) or of the exact match
+(--score exact). Score lengths ("score_lengths"): those >= --target; by default, for a context
+extension those >= its new training length (the target it was extended to, never the lengths
+inside its pretraining context), else those past the training length. "target": the outcomes at
+the score lengths (ppl loss, log LongPPL, key-token share, retrieval). Algorithmic runs: mean exact
+match over the bins past N. "sink_rate", "sink_strength": the first-token sink rate and the mean
+first-token importance on val text at the training length.
 """
 import dataclasses
 import json
@@ -140,16 +144,10 @@ def rows_logprobs(model, idx, rows):
 # Perplexity by context length and by position, and LongPPL
 
 
-@torch.no_grad()
-def doc_losses(model, docs, L, stride, max_tokens=0, edges=None, batch_tokens=8192, device="cpu"):
-    """Per-token loss of each document over windows of L tokens, one every `stride` tokens. A target
-    is scored by the first window that holds it (so stride < L scores the last `stride` tokens of
-    each later window: every scored token has at least L - stride tokens of context).
-    max_tokens > 0 stops after that many scored tokens (documents in order, from their start).
-    -> (losses: one float array per document, loss of token j at [j], NaN where not scored;
-        pos_sum, pos_cnt: loss sums and counts per position bucket over every position of every
-        window, the loss-vs-position curve; position p = the loss of the token after p).
-    """
+def plan_windows(docs, L, stride, max_tokens=0):
+    """The full-context windows of doc_losses: [(doc, start, first)]: L inputs from `start`; the
+    targets at window positions p >= first (token start + p + 1) are this window's own (a target is
+    scored by the first window that holds it). max_tokens > 0 stops after that many targets."""
     wins, scored = [], 0
     for d, doc in enumerate(docs):
         prev_end = 0
@@ -160,27 +158,92 @@ def doc_losses(model, docs, L, stride, max_tokens=0, edges=None, batch_tokens=81
             wins.append((d, s, first))
             scored += L - first
             prev_end = s + L
+    return wins
+
+
+def window_losses(model, docs, items, n, batch_tokens=8192, device="cpu"):
+    """Per-position losses [len(items), n] of windows of n inputs: item (doc, start) scores the
+    tokens start + 1 .. start + n from the inputs start .. start + n - 1, in batches."""
+    out = []
+    per = max(1, batch_tokens // n)
+    for i in range(0, len(items), per):
+        xy = torch.from_numpy(np.stack([docs[d][s:s + n + 1] for d, s in items[i:i + per]]).astype(np.int64)).to(device)
+        out.append(forward(model, xy[:, :-1], xy[:, 1:])[1].float().cpu().numpy())
+    return np.concatenate(out) if out else np.zeros((0, n))
+
+
+@torch.no_grad()
+def doc_losses(model, docs, L, stride, max_tokens=0, edges=None, batch_tokens=8192, device="cpu"):
+    """Per-token loss of each document over windows of L tokens, one every `stride` tokens. A target
+    is scored by the first window that holds it (so stride < L scores the last `stride` tokens of
+    each later window: every scored token has at least L - stride tokens of context).
+    max_tokens > 0 stops after that many scored tokens (documents in order, from their start).
+    -> (losses: one float array per document, loss of token j at [j], NaN where not scored;
+        pos_sum, pos_cnt: loss sums and counts per position bucket over every position of every
+        window, the loss-vs-position curve; position p = the loss of the token after p).
+    """
+    wins = plan_windows(docs, L, stride, max_tokens)
     losses = [np.full(len(doc), np.nan) for doc in docs]
     nb = len(edges) - 1 if edges else 0
     pos_sum, pos_cnt = np.zeros(nb), np.zeros(nb, dtype=np.int64)
-    per = max(1, batch_tokens // L)
-    for i in range(0, len(wins), per):
-        chunk = wins[i:i + per]
-        xy = torch.from_numpy(np.stack([docs[d][s:s + L + 1] for d, s, _ in chunk]).astype(np.int64)).to(device)
-        loss = forward(model, xy[:, :-1], xy[:, 1:])[1].float().cpu().numpy()
-        for (d, s, first), row in zip(chunk, loss):
-            losses[d][s + 1 + first:s + L + 1] = row[first:]
-        if edges:
-            sm, c = bucket_sums(loss.ravel(), np.tile(np.arange(L), len(chunk)), edges)
-            pos_sum += sm
-            pos_cnt += c
+    rows = window_losses(model, docs, [(d, s) for d, s, _ in wins], L, batch_tokens, device)
+    for (d, s, first), row in zip(wins, rows):
+        losses[d][s + 1 + first:s + L + 1] = row[first:]
+    if edges and len(wins):
+        sm, c = bucket_sums(rows.ravel(), np.tile(np.arange(L), len(wins)), edges)
+        pos_sum += sm
+        pos_cnt += c
     return losses, pos_sum, pos_cnt
+
+
+def short_context(c, K, W):
+    """LongPPL short context (arXiv 2410.23771) of a target whose full context is its c preceding
+    tokens inside its own window: the last K + ((c - K - 1) mod W) of them, i.e. between K (the
+    paper's truncation length: a minimum) and K + W - 1 tokens, always a strict suffix of the full
+    context; W = 1 gives exactly K. 0 when c <= K: the short context would not be shorter, the loss
+    difference is 0 and the target is no key-token candidate. Works on arrays."""
+    c = np.asarray(c)
+    return np.where(c > K, K + (c - K - 1) % W, 0)
+
+
+def short_windows(L, first, K, W):
+    """The short-context windows inside one full window of L inputs whose own targets sit at
+    positions p >= first: [(u, n)], n inputs from full-window position u = 1 + jW; window j scores
+    the targets at full positions p in [u + K - 1, u + n - 1] (full context c = p + 1, short
+    context c - u = short_context(c, K, W))."""
+    out = []
+    u = 1
+    while u + K - 1 <= L - 1:
+        n = min(K + W - 1, L - u)
+        if u + n - 1 >= first:
+            out.append((u, n))
+        u += W
+    return out
+
+
+@torch.no_grad()
+def short_losses(model, docs, wins, L, K, W, batch_tokens=8192, device="cpu"):
+    """Short-context losses aligned with the full-context windows `wins` (plan_windows) of L inputs:
+    each target's short context is a suffix of its OWN full context (short_context); NaN where the
+    target is no candidate (full context <= K tokens) or not scored."""
+    out = [np.full(len(doc), np.nan) for doc in docs]
+    groups = defaultdict(list)  # input length -> [(doc, start, first, u)]
+    for d, s, first in wins:
+        for u, n in short_windows(L, first, K, W):
+            groups[n].append((d, s, first, u))
+    for n, items in groups.items():
+        rows = window_losses(model, docs, [(d, s + u) for d, s, _, u in items], n, batch_tokens, device)
+        for (d, s, first, u), row in zip(items, rows):
+            lo = max(u + K - 1, first)  # full-window positions scored by this short window
+            out[d][s + lo + 1:s + u + n + 1] = row[lo - u:]
+    return out
 
 
 def eval_ppl(model, docs, lengths, ec, evaluator=None, device="cpu", bar=None):
     """Loss by length and by position bucket, and LongPPL at every length. The evaluator (this model
     unless --evaluator) picks the key tokens from its own short- and full-context losses on the same
-    windows; LongPPL is then this model's full-context loss on them."""
+    windows (the short context of a target is the last --longppl_short (+ up to step - 1) tokens of
+    its own full context); LongPPL is then this model's full-context loss on them."""
     out = dict(by_length={}, by_position={}, tokens={}, stride=ec.stride or "L", buckets=ec.buckets)
     runs = {}
     for L in lengths:
@@ -197,25 +260,28 @@ def eval_ppl(model, docs, lengths, ec, evaluator=None, device="cpu", bar=None):
                                       for lo, hi, s, c in zip(edges, edges[1:], ps, pc)]
     if ec.no_longppl:
         return out
-    S = ec.longppl_short
-    # short context: windows of S tokens every S/2 (each token sees S/2 + 1 .. S tokens), over
-    # the part of each document scored at some length
-    ends = np.max([[int(np.flatnonzero(np.isfinite(l))[-1]) + 1 if np.isfinite(l).any() else 0 for l in runs[L][0]]
-                   for L in lengths], axis=0)
-    short = doc_losses(evaluator or model, [doc[:e + S + 1] if e else doc[:0] for doc, e in zip(docs, ends)],
-                       S, max(S // 2, 1), batch_tokens=ec.batch_tokens, device=device)[0]
-    short = np.concatenate([np.pad(s, (0, len(d) - len(s)), constant_values=np.nan) for s, d in zip(short, docs)])
-    lp = out["longppl"] = dict(short=S, alpha=ec.alpha, beta=ec.beta, evaluator=ec.evaluator or "self", by_length={})
+    K, W = ec.longppl_short, longppl_step(ec)
+    lp = out["longppl"] = dict(short=K, step=W, alpha=ec.alpha, beta=ec.beta, evaluator=ec.evaluator or "self",
+                               by_length={})
+    ev = evaluator or model
     for L in lengths:
         full, stride = runs[L]
+        wins = plan_windows(docs, L, stride, ec.ppl_tokens)
         full_ev = full if evaluator is None else doc_losses(evaluator, docs, L, stride, ec.ppl_tokens, None,
                                                             ec.batch_tokens, device)[0]
+        short = np.concatenate(short_losses(ev, docs, wins, L, K, W, ec.batch_tokens, device))
         f, fe = np.concatenate(full), np.concatenate(full_ev)
-        ok = np.isfinite(f) & np.isfinite(fe) & np.isfinite(short)
-        key = key_tokens(short[ok], fe[ok], ec.alpha, ec.beta)
-        lp["by_length"][str(L)] = dict(longppl=long_ppl(f[ok], key), n_key=int(key.sum()),
-                                       key_frac=float(key.mean()) if ok.any() else None)
+        scored = np.isfinite(f)
+        cand = scored & np.isfinite(fe) & np.isfinite(short)
+        key = np.zeros(len(f), dtype=bool)
+        key[cand] = key_tokens(short[cand], fe[cand], ec.alpha, ec.beta)
+        lp["by_length"][str(L)] = dict(longppl=long_ppl(f, key), n_key=int(key.sum()), n_candidates=int(cand.sum()),
+                                       key_frac=float(key.sum() / scored.sum()) if scored.any() else None)
     return out
+
+
+def longppl_step(ec):
+    return ec.longppl_step or max(ec.longppl_short // 4, 1)
 
 # -----------------------------------------------------------------------------
 # Synthetic retrieval tasks
@@ -407,11 +473,17 @@ class EvalConfig:
     haystack: str = flag("repeat", "repeat (filler sentences) | needle (distractor needles) | corpus (val text)")
     seed: int = flag(0, "sample seed: same keys and values at every length and depth")
     score: str = flag("rank", "metric of the top-level score: rank | exact")
+    target: int = flag(0, "score at the lengths >= this (0: an extension's own training length, the target it "
+                          "was extended to; else the lengths past the training length)")
     stride: int = flag(0, "ppl sliding windows: score the last `stride` tokens of each window (0 = L)")
     ppl_tokens: int = flag(0, "scored tokens per length, from the start of the val documents (0 = 32768; --quick 8192)")
     buckets: str = flag("log2", "ppl position buckets: log2 | N equal-width buckets")
     no_longppl: bool = flag(False, "skip LongPPL")
-    longppl_short: int = flag(64, "LongPPL short context (tokens)")
+    longppl_short: int = flag(64, "LongPPL truncation length K (the paper's, a minimum): a target whose full context "
+                              "holds more than K tokens is a key-token candidate, its short context the last K.."
+                              "K+step-1 tokens of that full context")
+    longppl_step: int = flag(0, "LongPPL short windows: one every step tokens inside each full window (0 = K/4, as "
+                                "the paper's 4096/1024; 1 = a short context of exactly K tokens)")
     alpha: float = flag(2.0, "LongPPL: minimum loss drop short -> full context")
     beta: float = flag(2.0, "LongPPL: maximum full-context loss")
     evaluator: str = flag("", "LongPPL key tokens from another run's final checkpoint ('' = this model)")
@@ -450,9 +522,10 @@ def check(ec, tc, mcfg, tasks, lengths):
         raise UserError(f"unknown --haystack {ec.haystack!r}: repeat | needle | corpus")
     if ec.score not in ("rank", "exact"):
         raise UserError(f"unknown --score {ec.score!r}: rank | exact")
-    if min(ec.depths, ec.samples, ec.probe_samples, ec.longppl_short - 1, ec.algo_samples, ec.batch_tokens) < 1:
-        raise UserError("--depths, --samples, --probe_samples, --algo_samples, --batch_tokens must be >= 1, "
-                        "--longppl_short >= 2")
+    if min(ec.depths, ec.samples, ec.probe_samples, ec.longppl_short, ec.algo_samples, ec.batch_tokens) < 1 \
+            or ec.longppl_step < 0:
+        raise UserError("--depths, --samples, --probe_samples, --algo_samples, --batch_tokens, --longppl_short must "
+                        "be >= 1, --longppl_step >= 0")
     if ec.stride < 0 or (ec.buckets != "log2" and not ec.buckets.isdigit()):
         raise UserError("--stride must be >= 0 and --buckets log2 or a positive integer")
     if ec.out:  # never over an input (a checkpoint, a record): only over an earlier evaluation
@@ -574,14 +647,43 @@ def evaluate_run(ec):
         res["probes"] = eval_probes(model, corpus.enc, corpus.val, probe_lengths, ec, device, bar)
     bar.close()
     res["short"] = short_val_loss(model, corpus, train_len, ec, device)
-    past = [L for L in lengths if L > train_len] or lengths
+    past, where = score_lengths(lengths, train_len, mcfg.rope_original_len, ec.target)
     vals = [r[str(L)][ec.score] for r in (res["tasks"][t]["by_length"] for t in retrieval) for L in past
             if r[str(L)] is not None]
-    where = "past the training length" if past[0] > train_len else "none is past the training length"
+    sink = res["probes"]["by_length"][str(train_len)] if "probes" in res else None
     res.update(score=float(np.mean(vals)) if vals else None, score_lengths=past,
                score_def=f"mean {ec.score} over {','.join(retrieval) or 'no tasks'} at {','.join(map(str, past))} ({where})",
-               sink_rate=res["probes"]["by_length"][str(train_len)]["sink_rate"] if "probes" in res else None)
+               sink_rate=sink["sink_rate"] if sink else None,
+               sink_strength=float(np.mean(sink["sink"])) if sink else None,
+               target=target_outcomes(res.get("ppl"), past, vals))
     return dict(res, wall_s=time.time() - t0)
+
+
+def score_lengths(lengths, train_len, original_len=0, target=0):
+    """The lengths the outcomes are scored at, and why: those >= --target when given; else, for a
+    context extension (original_len: its pretraining length), those >= its new training length (the
+    target it was extended to); else those past the training length; all lengths when none qualifies."""
+    if target:
+        past, where = [L for L in lengths if L >= target], f"the target length(s) >= {target}"
+    elif original_len:
+        past, where = [L for L in lengths if L >= train_len], f"the extension's target length(s) >= {train_len}"
+    else:
+        past, where = [L for L in lengths if L > train_len], "past the training length"
+    return (past, where) if past else (lengths, "no length qualifies: all lengths")
+
+
+def target_outcomes(ppl, past, retrieval):
+    """The outcomes at the score lengths (means over them): loss (ppl loss, nats/token), longppl_loss
+    (log LongPPL = the mean key-token loss, nats), key_frac, and retrieval (the score, when retrieval
+    tasks ran); None where not measured."""
+    mean = lambda xs: float(np.mean(xs)) if xs and all(x is not None and math.isfinite(x) for x in xs) else None
+    by = (ppl or {}).get("by_length", {})
+    lp = ((ppl or {}).get("longppl") or {}).get("by_length", {})
+    loss = mean([by.get(str(L)) for L in past]) if ppl else None
+    return dict(lengths=past, loss=loss, longppl_loss=mean([math.log(lp[str(L)]["longppl"]) if str(L) in lp and lp[str(L)]["longppl"] else None
+                                   for L in past]) if lp else None,
+                key_frac=mean([lp[str(L)]["key_frac"] for L in past if str(L) in lp]) if lp else None,
+                retrieval=float(np.mean(retrieval)) if retrieval else None)
 
 
 def fmt(x, spec=".3f"):
@@ -624,6 +726,9 @@ def report(res):
         for L in Ls[-1:]:
             bp = res["ppl"]["by_position"][L]
             lines.append(f"loss by position at {L}: " + "  ".join(f"{b['lo']}-{b['hi']}:{fmt(b['loss'], '.2f')}" for b in bp))
+    t = res.get("target") or {}
+    lines.append(f"at {','.join(map(str, t.get('lengths', [])))}: loss {fmt(t.get('loss'), '.4f')}, log LongPPL "
+                 f"{fmt(t.get('longppl_loss'), '.4f')}, key-token share {fmt(t.get('key_frac'), '.4f')}")
     lines.append(f"short val loss {fmt(res['short']['val_loss'], '.4f')} at the training length; sink rate "
                  f"{fmt(res['sink_rate'])}; score {fmt(res['score'], '.4f')} = {res['score_def']}")
     return "\n".join(lines)

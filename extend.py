@@ -3,11 +3,18 @@ Context extension of a trained run: training-free RoPE scaling, or continued tra
 length through train.py's own loop.
 
     python extend.py out/base --method yarn --factor 4                          # training-free
-    python extend.py out/base --method yarn --factor 4 --iters 200              # continued training
-    python extend.py out/base --method yarn --factor 4 --iters 200 --stages 2   # 2x, then 4x
-    python extend.py out/nope --method none --factor 4 --iters 200              # NoPE / ALiBi / ExPE
+    python extend.py out/base --method ntk --factor 4 --train                   # continued training, 5% of pretraining
+    python extend.py out/base --method ntk --factor 4 --token_frac 0.25 --short_frac 0.25
+    python extend.py out/base --method yarn --factor 4 --train --stages 2       # 2x, then 4x
+    python extend.py out/nope --method none --factor 4 --tokens 2000000         # NoPE / ALiBi / ExPE
     python extend.py out/base --method abf --theta 500000 --factor 4 --iters 200
     python extend.py out/base --method swan --window 64 --global_every 2 --iters 100   # RoPE -> SWAN-GPT
+
+Continued-training budget: --train (the default --token_frac 0.05), --token_frac F (F x the parent
+run's training tokens: its planned total, also when an intermediate checkpoint is extended),
+--tokens N, or --iters N steps; none of them = training-free. Each step holds the parent's tokens
+per step (batch in sequences = parent batch x parent length / new length), so steps = tokens /
+tokens per step; --stages 2 gives each stage half the budget.
 
 --factor is s = L'/L relative to the ORIGINAL pretraining length L, also when the parent was itself
 extended (YaRN's ramp and the 2-stage recipe both refer to that one L). Each extension writes the
@@ -23,6 +30,7 @@ Log-n scaling stays off in the record: switch it on at evaluation (evaluate.py -
 """
 import contextlib
 import dataclasses
+import math
 import os
 from dataclasses import dataclass
 
@@ -32,6 +40,7 @@ from cli import UserError, flag, parse, main as cli_main
 from model import ROPE_SCALINGS, GPTConfig, layer_plan
 
 METHODS = ROPE_SCALINGS + ("abf", "swan")
+DEFAULT_TOKEN_FRAC = 0.05  # --train: the seed extends with a small fraction of its pretraining tokens
 SCALINGS = ROPE_SCALINGS[1:]  # the methods that rescale RoPE frequencies
 
 
@@ -48,13 +57,16 @@ class ExtendConfig:
     global_every: int = flag(0, "swan: the last layer of each group of k is global NoPE (0 = the parent's "
                                 "global layers, else 4)")
     ckpt: str = flag("final", "final | warmdown | a --save_at fraction (0.25): the early-extension diagnostic")
-    iters: int = flag(0, "continued-training steps (0 = training-free: evaluate and record)")
-    stages: int = flag(1, "2: --stage1_factor for half the steps (into OUT/stage1), then --factor")
+    train: bool = flag(False, f"continued training with the default budget, --token_frac {DEFAULT_TOKEN_FRAC:g} (seed-like)")
+    token_frac: float = flag(0.0, "continued-training budget: this fraction of the parent's training tokens")
+    tokens: int = flag(0, "continued-training budget in tokens")
+    iters: int = flag(0, "continued-training budget in steps (no budget flag at all = training-free)")
+    stages: int = flag(1, "2: --stage1_factor on half the budget (into OUT/stage1), then --factor")
     stage1_factor: float = flag(2.0, "--stages 2: the first stage's factor")
     lr: float = flag(None, "LR multiplier (default: the parent's)")
     warmup: float = flag(None, "(default: the parent's)")
     warmdown: float = flag(None, "(default: the parent's)")
-    batch_size: int = flag(None, "sequences per step (default: the parent's)")
+    batch_size: int = flag(None, "sequences per step (default: the parent's tokens per step at the new length)")
     short_frac: float = flag(0.0, "share of steps at the pretraining length (long/short data mix)")
     ptq_bits: str = flag(None, "PTQ baseline bits ('' = skip; default: the parent's)")
     out_dir: str = flag("", "default: <run>-<method><factor>[-ft]")
@@ -141,44 +153,87 @@ def extended_fields(mc, ec, factor):
     return new
 
 
-def child_config(parent_cfg, ec, block, original_len, iters, out_dir):
+def child_config(parent_cfg, ec, block, original_len, iters, batch, out_dir):
     """The TrainConfig of the extended run: the parent's, with this extension's flags."""
-    over = {k: getattr(ec, k) for k in ("lr", "warmup", "warmdown", "batch_size", "ptq_bits") if getattr(ec, k) is not None}
+    over = {k: getattr(ec, k) for k in ("lr", "warmup", "warmdown", "ptq_bits") if getattr(ec, k) is not None}
     cfg = dataclasses.replace(
         parent_cfg, init_from=os.path.join(out_dir, "init.pt"), model={}, iters=iters, tokens=0, out_dir=out_dir,
         resume=os.path.exists(os.path.join(out_dir, "ckpt.pt")), overwrite=False, save_at="", device=ec.device,
         quiet=ec.quiet, short_frac=ec.short_frac, short_block=original_len if ec.short_frac else 0,
+        batch_size=batch, grad_accum=math.gcd(batch, parent_cfg.grad_accum),
         qat_start=0.0, **over)  # a QAT parent's weights are trained on the grid already: keep QAT on
     train.check_config(cfg)
     train.check_block(cfg, block)
     return cfg
 
 
-def prepare(ec, parent, which, factor, iters, out_dir):
-    """Everything checked, nothing written: (model, cfg, lineage) of one extension stage."""
+def planned_tokens(cfg, block):
+    """Training tokens of a run (TrainConfig cfg, context block): its planned total, as train.py sets it."""
+    steps = math.ceil(cfg.tokens / (cfg.batch_size * block)) if cfg.tokens > 0 else cfg.iters
+    return steps * cfg.batch_size * block
+
+
+def resolve_budget(ec):
+    """The continued-training budget of the whole extension: None (training-free), {"iters": N} or
+    {"tokens": T}, with where it came from."""
+    given = {k: getattr(ec, k) for k in ("token_frac", "tokens", "iters") if getattr(ec, k)}
+    if any(v < 0 for v in given.values()):
+        raise UserError("--token_frac, --tokens and --iters must be >= 0")
+    if len(given) > 1:
+        raise UserError(f"one continued-training budget at a time, got {' and '.join('--' + k for k in given)}")
+    if ec.train and not given:
+        given = {"token_frac": DEFAULT_TOKEN_FRAC}
+    if not given:
+        return None
+    (src, val), = given.items()
+    if src == "iters":
+        return dict(source="iters", iters=val)
+    if src == "tokens":
+        return dict(source="tokens", tokens=val)
+    model, cfg, _ = train.load_run(ec.run, ec.ckpt)
+    parent = planned_tokens(cfg, model.config.block_size)
+    return dict(source="token_frac", token_frac=val, parent_tokens=parent, tokens=max(1, round(val * parent)))
+
+
+def stage_steps(share, batch, block):
+    """Steps of one stage from its share of the budget ({"iters"} or {"tokens"}; None: 0)."""
+    if not share:
+        return 0
+    if "iters" in share:
+        return share["iters"]
+    return max(1, round(share["tokens"] / (batch * block)))
+
+
+def prepare(ec, parent, which, factor, share, out_dir):
+    """Everything checked, nothing written: (model, cfg, lineage) of one extension stage; share: this
+    stage's part of the budget."""
     if os.path.realpath(out_dir) == os.path.realpath(parent):
         raise UserError(f"--out_dir {out_dir} is the parent run itself")
     model, parent_cfg, ckpt = train.load_run(parent, which)
     mc = model.config
     check_method(mc, ec, parent_cfg.algo)
     new = extended_fields(mc, ec, factor)
+    block = new.get("block_size", mc.block_size)  # swan at factor 1 keeps the length
+    # the parent's tokens per step, held: batch in sequences scales inversely with the length
+    batch = ec.batch_size or max(1, round(parent_cfg.batch_size * mc.block_size / block))
+    iters = stage_steps(share, batch, block)
     model = train.model_from_checkpoint(ckpt, **new)
     c = model.config
     L = c.rope_original_len or c.block_size
-    cfg = child_config(parent_cfg, ec, c.block_size, L, iters, out_dir)
+    cfg = child_config(parent_cfg, ec, block, L, iters, batch, out_dir)
     lineage = dict(parent=parent, parent_ckpt=which, parent_step=ckpt["step"], method=ec.method,
-                   factor=factor, original_len=L, block_size=c.block_size,
+                   factor=factor, original_len=L, block_size=block,
                    theta=c.rope_theta, beta_fast=ec.beta_fast, beta_slow=ec.beta_slow,
-                   layers=ec.layers, iters=iters, short_frac=ec.short_frac,
-                   parent_lineage=ckpt.get("extra", {}).get("lineage"))
+                   layers=ec.layers, iters=iters, batch_size=batch, tokens=iters * batch * block,
+                   short_frac=ec.short_frac, parent_lineage=ckpt.get("extra", {}).get("lineage"))
     if ec.method == "swan":
         lineage.update(window=c.window, global_every=c.global_every, layer_pattern=c.layer_pattern)
     return model, cfg, lineage
 
 
-def stages(ec):
-    """[(parent, checkpoint, factor, iters, out_dir)]: one stage, or the 2-stage recipe (stage 1
-    at --stage1_factor for half the steps into OUT/stage1; stage 2 at --factor from stage 1)."""
+def stages(ec, budget=None):
+    """[(parent, checkpoint, factor, share of the budget, out_dir)]: one stage, or the 2-stage recipe
+    (stage 1 at --stage1_factor on half the budget into OUT/stage1; stage 2 at --factor from stage 1)."""
     swan = ec.method == "swan"
     factor = ec.factor if ec.factor > 0 or not swan else 1.0  # swan converts at the parent's length
     if factor <= 0:
@@ -186,25 +241,28 @@ def stages(ec):
     if ec.iters < 0:
         raise UserError(f"--iters {ec.iters} must be >= 0 (0 = training-free)")
     tag = ec.method if swan and factor == 1 else f"{ec.method}{factor:g}"
-    out_dir = ec.out_dir or f"{os.path.normpath(ec.run)}-{tag}" + ("-ft" if ec.iters else "")
+    out_dir = ec.out_dir or f"{os.path.normpath(ec.run)}-{tag}" + ("-ft" if budget else "")
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise UserError(f"--out_dir {out_dir} is a file, not a folder")
     if ec.stages == 1:
-        return [(ec.run, ec.ckpt, factor, ec.iters, out_dir)]
+        return [(ec.run, ec.ckpt, factor, budget, out_dir)]
     if swan:
         raise UserError("--stages 2 is the context-extension recipe; --method swan converts in one stage")
-    if ec.stages != 2 or ec.iters < 2 or not 1 < ec.stage1_factor < ec.factor:
-        raise UserError(f"--stages {ec.stages}: 1, or 2 with --iters >= 2 and 1 < --stage1_factor "
-                        f"{ec.stage1_factor:g} < --factor {ec.factor:g}")
+    if ec.stages != 2 or not budget or budget.get("iters", 2) < 2 or not 1 < ec.stage1_factor < ec.factor:
+        raise UserError(f"--stages {ec.stages}: 1, or 2 with a continued-training budget (--iters >= 2) and "
+                        f"1 < --stage1_factor {ec.stage1_factor:g} < --factor {ec.factor:g}")
+    key = "iters" if "iters" in budget else "tokens"
+    first = {key: budget[key] // 2}
     stage1 = os.path.join(out_dir, "stage1")
-    return [(ec.run, ec.ckpt, ec.stage1_factor, ec.iters // 2, stage1),
-            (stage1, "final", ec.factor, ec.iters - ec.iters // 2, out_dir)]
+    return [(ec.run, ec.ckpt, ec.stage1_factor, first, stage1),
+            (stage1, "final", ec.factor, {key: budget[key] - first[key]}, out_dir)]
 
 
 def extend(ec):
     """Run the stages in order. A finished stage is kept (--overwrite redoes it), an unfinished one
     resumes from its checkpoint, a new one starts from its init.pt."""
-    plan = stages(ec)
+    budget = resolve_budget(ec)
+    plan = stages(ec, budget)
     final = plan[-1][4]
     if os.path.exists(os.path.join(final, "result.json")) and not ec.overwrite:
         raise UserError(f"{final} already holds a finished run; use --overwrite or another --out_dir")
@@ -227,7 +285,7 @@ def extend(ec):
                 continue
             if k:
                 model, cfg, lineage = prepare(ec, *stage)
-            lineage.update(stage=k + 1, stages=len(plan))
+            lineage.update(stage=k + 1, stages=len(plan), budget=budget)
             if not cfg.resume:  # the rescaled model is the new run's starting point; train.py loads it
                 train.save_checkpoint(cfg.init_from, model, [], 0, cfg, model.config, dict(lineage=lineage))
             result = train.train(cfg)

@@ -168,32 +168,55 @@ grid_qat_probes() {
     } | awk '!seen[$0]++'
 }
 
-# Long-context extensibility (long-context seed, arXiv 2608.10296): QK-norm x GQA x SWA x pretraining
-# context, each run then extended with YaRN (extend.py) to the same target length and evaluated
-# (evaluate.py) before and after the extension.
+# Long-context extensibility (long-context seed, arXiv 2608.10296): the full 2^4 factorial QK-norm x
+# GQA x SWA x pretraining context, with seeds. Both contexts train the same tokens per step and the
+# same number of steps (the batch in sequences scales inversely with the context). Each run is
+# evaluated (evaluate.py: loss at its pretraining length and at the target, sinks), extended with the
+# seed's main recipe (one-stage NTK continued training on a long/short mix, a small fraction of the
+# pretraining tokens) to the target length and evaluated there; the same recipe on an intermediate
+# checkpoint (--save_at, extend.py --ckpt) is the early-extension diagnostic. On the first seed only,
+# the robustness variants: larger extension budgets and the seed's alternative, 2-stage YaRN.
+# Lines are seed-major (the longer first-seed lines start first); every step resumes on its own.
 grid_longctx() {
-    local d=$OUT/longctx size qks kvs ctxs window global target ext_iters tasks lengths quick base
+    local d=$OUT/longctx size qks kvs ctxs window global target seeds tps steps frac fracs early mix
+    local evalf extf tgt_lengths
     if [[ $SCALE == tiny ]]; then
-        size=0.1M; qks="none head"; kvs="2 1"; ctxs="64 128"; window=32; global=2; target=512; ext_iters=50
-        base="--vocab_size 1024 --batch_size 16 --tokens 393216 --eval_interval 1000"
-        tasks="ppl,passkey,niah_single"; lengths="128,256,512"; quick=" --quick"
+        size=0.1M; qks="none head"; kvs="2 1"; ctxs="64 128"; window=32; global=2; target=512; seeds="0 1 2"
+        tps=2048; steps=192; frac=0.05; fracs="0.25 1"; early=0.5; mix=0.25
+        base="--vocab_size 1024 --eval_interval 1000 --ptq_bits ''"
+        evalf="--tasks ppl --ppl_tokens 16384 --longppl_short 32 --alpha 0.5 --beta 4 --quiet"
+        tgt_lengths=$target
     else
-        size=100M; qks="none layer head"; kvs="12 3"; ctxs="1024 2048"; window=1024; global=4; target=16384
-        ext_iters=2000; base="--batch_size 64 --grad_accum 2 --tokens 2000000000 --eval_interval 500 --ckpt_every 500"
-        tasks="ppl,passkey,niah_single,niah_multikey,niah_multivalue,niah_multiquery,vt,cwe,fwe,json_kv"
-        lengths="2048,4096,8192,16384"; quick=""
+        size=100M; qks="none head"; kvs="12 3"; ctxs="1024 2048"; window=256; global=4; target=32768; seeds="0 1 2"
+        tps=131072; steps=15259; frac=0.05; fracs="0.25 1"; early=0.25; mix=0.25   # 2.0B tokens, 100M tokens of extension
+        base="--grad_accum 4 --eval_interval 500 --ckpt_every 500 --ptq_bits ''"
+        evalf="--tasks ppl,passkey,niah_single,niah_multikey,niah_multivalue,niah_multiquery,vt,cwe,fwe,json_kv"
+        evalf+=" --longppl_short 1024 --quiet"; tgt_lengths="16384,$target"
     fi
-    local qk kv w ctx name run ext
-    for qk in $qks; do for kv in $kvs; do for w in 0 $window; do for ctx in $ctxs; do
-        name="${size}_qk${qk}_kv${kv}_w${w}_ctx${ctx}_s0"
-        run=$d/$name; ext=$run-yarn$target
-        local swa=""; [[ $w != 0 ]] && swa=" --window $w --global_every $global"
-        emit "$PY train.py --size $size --qk_norm $qk --n_kv_head $kv$swa --block_size $ctx $base" \
-             "$TRAIN_FLAGS --out_dir $run" \
-             "&& $PY evaluate.py $run --tasks $tasks --lengths $lengths$quick --quiet" \
-             "&& $PY extend.py $run --method yarn --factor $(( target / ctx )) --iters $ext_iters --quiet" \
-             "--out_dir $ext && $PY evaluate.py $ext --tasks $tasks --lengths $lengths$quick --quiet"
-    done; done; done; done
+    local seed qk kv w ctx run ext swa f line
+    evalf+=" --target ${tgt_lengths%%,*}"  # the outcomes: at the target length(s) only, before and after
+    for seed in $seeds; do for qk in $qks; do for kv in $kvs; do for w in 0 $window; do for ctx in $ctxs; do
+        run=$d/${size}_qk${qk}_kv${kv}_w${w}_ctx${ctx}_s${seed}; ext=$run-ntk$target-f$frac
+        swa=""; [[ $w != 0 ]] && swa=" --window $w --global_every $global"
+        extf="--factor $(( target / ctx )) --short_frac $mix --quiet"
+        line="$PY train.py --size $size --qk_norm $qk --n_kv_head $kv$swa --block_size $ctx"
+        line+=" --batch_size $(( tps / ctx )) --iters $steps --save_at $early --seed $seed $base $TRAIN_FLAGS --out_dir $run"
+        line+=" && $PY evaluate.py $run --lengths $ctx,$tgt_lengths --probe_samples 4 $evalf"
+        line+=" && $PY extend.py $run --method ntk --token_frac $frac $extf --out_dir $ext"
+        line+=" && $PY evaluate.py $ext --lengths $tgt_lengths --no_probes $evalf"
+        line+=" && $PY extend.py $run --ckpt $early --method ntk --token_frac $frac $extf --out_dir $ext-at$early"
+        line+=" && $PY evaluate.py $ext-at$early --lengths $tgt_lengths --no_probes $evalf"
+        if [[ $seed == "${seeds%% *}" ]]; then  # robustness variants on the first seed
+            for f in $fracs; do
+                line+=" && $PY extend.py $run --method ntk --token_frac $f $extf --out_dir $run-ntk$target-f$f"
+                line+=" && $PY evaluate.py $run-ntk$target-f$f --lengths $tgt_lengths --no_probes $evalf"
+            done
+            line+=" && $PY extend.py $run --method yarn --stages 2 --stage1_factor $(( target / ctx / 2 )) --token_frac $frac"
+            line+=" $extf --out_dir $run-yarn2st$target-f$frac"
+            line+=" && $PY evaluate.py $run-yarn2st$target-f$frac --lengths $tgt_lengths --no_probes $evalf"
+        fi
+        emit "$line"
+    done; done; done; done; done
 }
 
 # Positional encodings that extrapolate (NoPE, ALiBi, HoPE, ExPE, SWAN, chunk attention): train short, evaluate long. Variants:

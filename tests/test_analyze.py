@@ -1,4 +1,5 @@
 """Tests for analyze.py: statistics against hand-worked numbers, and the CLI on synthetic runs."""
+import itertools
 import json
 import math
 import os
@@ -201,22 +202,223 @@ def test_cli_penalty_fit_and_plots(tmp_path):
     assert g["beta"] == pytest.approx(-0.01, abs=2e-3)  # the planted slope
 
 
-def test_cli_longctx(tmp_path):
-    # score falls 2 points per inhibiting feature, plus a small wobble
-    combos = [("none", 4, 0, 256), ("head", 4, 0, 256), ("head", 2, 0, 256), ("head", 2, 32, 128),
-              ("none", 2, 32, 128), ("layer", 4, 32, 256), ("none", 4, 0, 128)]
-    for i, (qk, kv, win, block) in enumerate(combos):
-        count = (qk != "none") + (kv < 4) + (win > 0) + (block == 128)
-        write_run(tmp_path, f"lc{i}", {"block_size": block, "seed": 0}, {"train_loss": 2.0 + 0.01 * i},
-                  model_config={"n_head": 4, "n_kv_head": kv, "qk_norm": qk, "window": win},
-                  eval_={"score": 10.0 - 2 * count + 0.1 * (i % 2), "sink_rate": 0.5 - 0.1 * count})
+FEATS = ("qk_norm", "gqa", "swa", "short_ctx")
+
+
+def write_factorial(root, outcome, seeds=(0, 1, 2), noise=0.004, early=False, variant=None):
+    """A 2^4 factorial of pretraining runs (result.json + eval.json), each extended with the main recipe
+    (and, optionally, from an early checkpoint and with a variant recipe on seed 0); outcome(z) -> the
+    post-extension loss of the cell z (dict of 0/1 features), plus seed noise centred within each cell
+    (so the cell means, and every effect, are exactly the planted ones; the intervals come from the spread)."""
+    rng = np.random.default_rng(1)
+    for z in itertools.product((0, 1), repeat=4):
+        zz = dict(zip(FEATS, z))
+        ctx = 64 if zz["short_ctx"] else 128
+        mc = {"n_head": 2, "n_kv_head": 1 if zz["gqa"] else 2, "qk_norm": "head" if zz["qk_norm"] else "none",
+              "window": 32 if zz["swa"] else 0, "block_size": ctx}
+        eps = noise * rng.standard_normal(len(seeds))
+        for seed, e in zip(seeds, eps - eps.mean()):
+            name = "r" + "".join(map(str, z)) + f"_s{seed}"
+            y = outcome(zz) + e
+            write_run(root, name, {"block_size": ctx, "seed": seed},
+                      {"val_loss": 3.8 + 0.01 * seed, "train_loss_smooth": 3.7 + 0.002 * rng.standard_normal()},
+                      model_config=mc, eval_={"ppl": {"by_length": {str(ctx): 3.85}}, "sink_rate": 0.25 * sum(z) % 1,
+                                              "sink_strength": 0.03 + 0.001 * seed, "target": {"loss": y + 0.1}})
+            recipes = [("ntk", 1, 0.05, "final", y)]
+            if early:
+                recipes.append(("ntk", 1, 0.05, "0.5", y + 0.05 + 0.5 * noise * rng.standard_normal()))
+            if variant and seed == 0:
+                recipes.append((*variant, "final", y + 0.02))
+            for method, stages, frac, ckpt, val in recipes:
+                lin = {"parent": str(root / name), "parent_ckpt": ckpt, "method": method, "stages": stages,
+                       "stage": stages, "budget": {"source": "token_frac", "token_frac": frac}, "short_frac": 0.25}
+                write_run(root, f"{name}-{method}{stages}-f{frac}-{ckpt}", {"block_size": 512, "seed": seed},
+                          {"val_loss": val}, model_config={**mc, "block_size": 512, "rope_original_len": ctx},
+                          extra={"lineage": lin}, eval_={"target": {"loss": val, "longppl_loss": 2.5 + val / 10,
+                                                                    "retrieval": None}})
+
+
+def lc_report(tmp_path, **kw):
     assert analyze.main([str(tmp_path), "--no_plots"]) == 0
-    lc = json.loads((tmp_path / "analysis.json").read_text())["longctx"]
-    assert lc["short_block"] == 128
-    assert [w["count"] for w in lc["runs"]] == [0, 1, 2, 4, 3, 2, 1]
-    count = next(p for p in lc["predictors"] if p["predictor"] == "feature count")
-    assert count["n"] == 7 and count["r2"] > 0.99 and count["loo_r2"] > 0.98
-    assert "predictor of score" in (tmp_path / "analysis.md").read_text()
+    return json.loads((tmp_path / "analysis.json").read_text())["longctx"]
+
+
+def coef(model, name):
+    return next(c for c in model["coefs"] if c["name"] == name)
+
+
+def test_longctx_planted_additive_effects_recovered(tmp_path):
+    planted = {"qk_norm": 0.05, "gqa": 0.01, "swa": -0.03, "short_ctx": 0.08}
+    write_factorial(tmp_path, lambda z: 3.9 + sum(planted[k] * z[k] for k in FEATS), early=True,
+                    variant=("yarn", 2, 0.05))
+    lc = lc_report(tmp_path)
+    assert lc["main_recipe"] == "ntk frac=0.05 short_frac=0.25" and lc["short_block"] == 64
+    assert lc["recipes"] == {"ntk frac=0.05 short_frac=0.25": 48, "yarn 2-stage frac=0.05 short_frac=0.25": 16}
+    o = lc["outcomes"]["loss"]
+    assert o["n"] == 48 and o["n_cells"] == 16 and o["seeds"] == [0, 1, 2]
+    models = {m["model"]: m for m in o["models"]}
+    for k, v in planted.items():  # every planted effect inside its 95% CI, the CI narrow
+        e = next(e for e in o["effects"] if e["feature"] == k)
+        assert e["lo"] < v < e["hi"] and e["hi"] - e["lo"] < 0.01 and 0 < e["seed_sd"] < 0.01
+        assert e["effect"] == pytest.approx(v, abs=1e-9)
+        assert e["effect"] == pytest.approx(coef(models["additive"], k)["est"])
+    for r in o["remove_one"]["increments"]:  # additive: removing feature i costs its own effect
+        assert r["lo"] < planted[r["feature"]] < r["hi"]
+    assert o["remove_one"]["equal"]["p"] < 1e-6  # unequal increments: the count hypothesis fails
+    assert models["additive"]["loo_r2"] > 0.95 > models["count"]["loo_r2"]
+    assert models["additive"]["loco_r2"] > 0.95
+    tests = {t["test"]: t for t in o["tests"]}
+    assert tests["count vs additive"]["p"] < 1e-6 and tests["additive vs pairwise"]["p"] > 0.001
+    assert o["best_by_loo"] in ("additive", "pairwise", "saturated")
+    sv = o["seed_variance"]
+    assert 0.002 < sv["init_sd"] < 0.008 and sv["dof"] == 32 and 0 < sv["swing_share_max"] < 0.2
+    assert o["early"]["n"] == 48 and o["early"]["r2"] > 0.95 and o["early"]["ckpts"] == ["0.5"]
+    (v,) = o["variants"]
+    assert v["recipe"].startswith("yarn 2-stage") and v["n"] == 16 and v["minus_main"] == pytest.approx(0.02)
+    assert "gap" in lc["outcomes"] and "retrieval" not in lc["outcomes"]  # no retrieval measured
+    pre = {p["predictor"]: p for p in o["predictors"]}
+    assert set(pre) >= {"train_loss_smooth", "val_loss", "pre-extension loss", "sink_rate", "sink_strength"}
+    assert pre["pre-extension loss"]["r2"] > 0.95  # the parent's target loss carries the planted effects
+    md = (tmp_path / "analysis.md").read_text()
+    for text in ("Remove one feature", "exploratory", "Early extension", "Robustness variants", "LOO R^2 (cells)"):
+        assert text in md
+    runs = lc["runs"]
+    assert len(runs) == 48 + 48 + 16 and {"run", "root", "seed", "recipe", "ckpt", "cell", "count", "loss"} <= set(runs[0])
+
+
+def test_longctx_planted_interaction_recovered(tmp_path):
+    """Equal main effects (the count hypothesis, but for one interaction): qk_norm hurts only with SWA."""
+    write_factorial(tmp_path, lambda z: 3.9 + 0.03 * sum(z.values()) + 0.06 * z["qk_norm"] * z["swa"])
+    o = lc_report(tmp_path)["outcomes"]["loss"]
+    models = {m["model"]: m for m in o["models"]}
+    c = coef(models["pairwise"], "qk_norm:swa")
+    assert c["lo"] < 0.06 < c["hi"] and c["hi"] - c["lo"] < 0.03
+    for other in ("qk_norm:gqa", "gqa:swa", "swa:short_ctx"):
+        assert coef(models["pairwise"], other)["lo"] < 0 < coef(models["pairwise"], other)["hi"]
+    assert coef(models["pairwise"], "gqa")["lo"] < 0.03 < coef(models["pairwise"], "gqa")["hi"]
+    tests = {t["test"]: t for t in o["tests"]}
+    assert tests["additive vs pairwise"]["p"] < 1e-6 and tests["pairwise vs saturated"]["p"] > 0.001
+    assert models["pairwise"]["loo_r2"] > models["additive"]["loo_r2"] > models["count"]["loo_r2"] - 0.05
+    inc = {r["feature"]: r for r in o["remove_one"]["increments"]}  # qk_norm and swa cost 0.09 on top of the rest
+    assert inc["qk_norm"]["lo"] < 0.09 < inc["qk_norm"]["hi"] and inc["gqa"]["lo"] < 0.03 < inc["gqa"]["hi"]
+
+
+def test_longctx_count_hypothesis_holds_when_planted(tmp_path):
+    write_factorial(tmp_path, lambda z: 3.9 + 0.04 * sum(z.values()))
+    o = lc_report(tmp_path)["outcomes"]["loss"]
+    models = {m["model"]: m for m in o["models"]}
+    c = coef(models["count"], "count")
+    assert c["lo"] < 0.04 < c["hi"] and models["count"]["r2"] > 0.95
+    assert {t["test"]: t for t in o["tests"]}["count vs additive"]["p"] > 0.001
+    assert o["remove_one"]["equal"]["p"] > 0.001
+    assert all(r["lo"] < 0.04 < r["hi"] for r in o["remove_one"]["increments"])
+
+
+def test_longctx_end_to_end_on_the_tiny_grid(tmp_path):
+    """Synthetic result.json / eval.json for every run of `bash sweep.sh --dry-run longctx` (names, flags
+    and lineage as the scripts would write them), then analyze.py: every key of the longctx section,
+    each documented in the README."""
+    import dataclasses
+    import shlex
+    import extend
+    import train
+    root = os.path.join(os.path.dirname(__file__), "..")
+    out = tmp_path / "sweeps"
+    p = subprocess.run(["bash", os.path.join(root, "sweep.sh"), "--dry-run", "longctx"], capture_output=True, text=True,
+                       env={**os.environ, "OUT": str(out), "SCALE": "tiny"}, timeout=60)
+    assert p.returncode == 0, p.stderr
+    rng = np.random.default_rng(0)
+    n_ext = 0
+    for line in p.stdout.splitlines():
+        steps = [shlex.split(s)[1:] for s in line.split(" && ")]
+        cfg = train.parse_args(steps[0][1:])
+        mc = dataclasses.asdict(train.model_config(cfg, 1024))
+        z = dict(swa=mc["window"] > 0, short=mc["block_size"] == 64, gqa=mc["n_kv_head"] < mc["n_head"])
+        y0 = 3.9 + 0.04 * z["short"] - 0.04 * z["swa"] + 0.01 * z["gqa"] + 0.005 * rng.standard_normal()
+        res = {"run_name": os.path.basename(cfg.out_dir), "status": "done", "config": dataclasses.asdict(cfg),
+               "model_config": mc, "metrics": {"val_loss": 3.8, "train_loss_smooth": 3.7 + 0.01 * rng.standard_normal()}}
+        write_json_run(cfg.out_dir, res, {"ppl": {"by_length": {str(mc["block_size"]): 3.85}}, "sink_rate": 0.0,
+                                          "sink_strength": 0.03 + 0.01 * rng.random(), "score": None,
+                                          "target": {"loss": y0 + 0.02, "longppl_loss": 2.7, "retrieval": None}})
+        for ext, _ in zip(steps[2::2], steps[3::2]):
+            ec = extend.parse_args(ext[1:])
+            n_ext += 1
+            lin = {"parent": ec.run, "parent_ckpt": ec.ckpt, "method": ec.method, "factor": ec.factor,
+                   "stages": ec.stages, "stage": ec.stages, "short_frac": ec.short_frac,
+                   "budget": {"source": "token_frac", "token_frac": ec.token_frac}}
+            emc = {**mc, "block_size": int(ec.factor * mc["block_size"]), "rope_original_len": mc["block_size"]}
+            y = y0 + (0.03 if ec.ckpt != "final" else 0) - 0.05 * ec.token_frac + 0.005 * rng.standard_normal()
+            ev = {"target": {"loss": y, "longppl_loss": 2.6 + y / 10, "key_frac": 0.01, "retrieval": None}}
+            if ec.stages == 2:  # the first stage's folder holds a finished run too; it is no outcome
+                write_json_run(os.path.join(ec.out_dir, "stage1"), {"run_name": "stage1", "status": "done",
+                               "config": {}, "model_config": emc, "lineage": {**lin, "stage": 1}}, None)
+                lin["parent"] = os.path.join(ec.out_dir, "stage1")
+                lin["parent_lineage"] = {**lin, "stage": 1, "parent": ec.run}
+            write_json_run(ec.out_dir, {"run_name": os.path.basename(ec.out_dir), "status": "done", "lineage": lin,
+                                        "config": {"block_size": emc["block_size"], "seed": cfg.seed},
+                                        "model_config": emc, "metrics": {"val_loss": y}}, ev)
+    assert analyze.main([str(out / "longctx")]) == 0
+    lc = json.loads((out / "longctx" / "analysis.json").read_text())["longctx"]
+    assert set(lc) == {"contexts", "short_block", "extensions", "main_recipe", "recipes", "runs", "outcomes"}
+    assert lc["main_recipe"] == "ntk frac=0.05 short_frac=0.25" and lc["recipes"][lc["main_recipe"]] == 48
+    assert len(lc["runs"]) == n_ext and sum(lc["recipes"].values()) + sum(w["ckpt"] != "final" for w in lc["runs"]) == n_ext
+    o = lc["outcomes"]["loss"]
+    assert set(o) == {"what", "higher_is_better", "n", "n_cells", "seeds", "cells", "effects", "models", "tests",
+                      "best_by_loo", "remove_one", "seed_variance", "predictors", "early", "variants"}
+    assert (o["n"], o["n_cells"], o["seeds"]) == (48, 16, [0, 1, 2])
+    eff = {e["feature"]: e for e in o["effects"]}
+    assert eff["short_ctx"]["lo"] < 0.04 < eff["short_ctx"]["hi"] and eff["swa"]["lo"] < -0.04 < eff["swa"]["hi"]
+    assert o["early"]["n"] >= 16 and len(o["variants"]) == 3
+    assert {v["recipe"] for v in o["variants"]} == {"ntk frac=0.25 short_frac=0.25", "ntk frac=1 short_frac=0.25",
+                                                    "yarn 2-stage frac=0.05 short_frac=0.25"}
+    assert os.path.exists(out / "longctx" / "longctx_outcome_vs_count.png")
+    readme = open(os.path.join(root, "README.md")).read()
+    keys = set(lc) | set(o) | {k for part in ("cells", "effects", "models", "tests", "predictors", "variants")
+                               for x in o[part] for k in x} | set(o["remove_one"]) | set(o["seed_variance"]) \
+        | set(o["early"]) | set(lc["runs"][0]) | set(o["remove_one"]["increments"][0]) | set(o["remove_one"]["equal"])
+    missing = sorted(k for k in keys if f"`{k}`" not in readme)
+    assert not missing, f"README does not document analysis.json longctx keys {missing}"
+
+
+def write_json_run(folder, res, ev):
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "result.json"), "w") as f:
+        json.dump(res, f)
+    if ev is not None:
+        with open(os.path.join(folder, "eval.json"), "w") as f:
+            json.dump(ev, f)
+
+
+def test_factorial_statistics_by_hand():
+    Z = np.array(list(itertools.product((0, 1), repeat=2)) * 2)
+    X, names = analyze.factorial_design(Z, "pairwise", ["a", "b"])
+    assert names == ["a", "b", "a:b"] and X[:, 2].tolist() == (Z[:, 0] * Z[:, 1]).tolist()
+    assert analyze.factorial_design(Z, "count")[0][:, 0].tolist() == Z.sum(1).tolist()
+    y = np.array([1.0, 2.0, 3.0, 4.5, 1.2, 2.2, 2.8, 4.7])
+    fit = analyze.ols(Z, y, ["a", "b"])
+    A = np.column_stack([np.ones(8), Z])
+    beta = np.linalg.solve(A.T @ A, A.T @ y)
+    s2 = ((y - A @ beta) ** 2).sum() / 5
+    se = np.sqrt(np.diag(np.linalg.inv(A.T @ A)) * s2)
+    t = analyze.stats.t.ppf(0.975, 5)
+    assert [c["est"] for c in fit["coefs"]] == pytest.approx(beta.tolist())
+    assert [c["hi"] - c["est"] for c in fit["coefs"]] == pytest.approx((t * se).tolist())
+    big = analyze.ols(X, y)
+    F = ((fit["sse"] - big["sse"]) / 1) / (big["sse"] / 4)
+    assert analyze.nested_f(fit, big)["F"] == pytest.approx(F) and fit["dof"] == 5 and big["dof"] == 4
+    # leave-one-cell-out: each group of rows is refitted without it
+    g = [0, 1, 2, 3, 0, 1, 2, 3]
+    press = 0.0
+    for k in range(4):
+        keep = np.array(g) != k
+        b = np.linalg.lstsq(A[keep], y[keep], rcond=None)[0]
+        press += ((y[~keep] - A[~keep] @ b) ** 2).sum()
+    assert analyze.loo_r2(Z, y, g) == pytest.approx(1 - press / ((y - y.mean()) ** 2).sum())
+    # remove-one: increments of the (1, 1) cell over (0, 1) and (1, 0), pooled variance
+    rem = analyze.remove_one(Z, y, s2=0.01, dof=4)
+    a = rem["increments"][0]
+    assert a["increment"] == pytest.approx(np.mean([4.5, 4.7]) - np.mean([2.0, 2.2]))
+    assert a["hi"] - a["increment"] == pytest.approx(analyze.stats.t.ppf(0.975, 4) * 0.1)
 
 
 def test_empty_folder_exit_2(tmp_path):
@@ -324,7 +526,7 @@ def test_mixed_folder_extensions_and_algo_runs(tmp_path, capsys):
         cfg = {"bits": 16, "lr": 1.0, "warmdown": 0.33, "seed": 0, "size": "1M", "block_size": block}
         mc = {"n_head": 4, "n_kv_head": kv, "qk_norm": qk, "window": 0, "block_size": block}
         write_run(lc, f"base{i}", cfg, {"val_loss": 3.0, "train_loss": 3.0 + 0.01 * i}, model_config=mc,
-                  eval_={"score": 0.9})
+                  eval_={"score": 0.9 - 0.01 * i})
         write_run(lc, f"base{i}-yarn1024", {**cfg, "block_size": 1024}, {"val_loss": 3.1},
                   model_config={**mc, "rope_original_len": block, "block_size": 1024},
                   extra={"lineage": {"parent": str(lc / f"base{i}"), "method": "yarn"}},
@@ -348,13 +550,16 @@ def test_mixed_folder_extensions_and_algo_runs(tmp_path, capsys):
     lcr = rep["longctx"]
     assert lcr["extensions"] and [w["run"] for w in lcr["runs"]] == [f"base{i}-yarn1024" for i in range(5)]
     assert lcr["short_block"] == 128 and [w["count"] for w in lcr["runs"]] == [0, 1, 3, 2, 2]
-    assert [w["train_loss"] for w in lcr["runs"]] == pytest.approx([3.0, 3.01, 3.02, 3.03, 3.04])  # the parents'
-    pred = {p["predictor"]: p for p in lcr["predictors"]}
-    assert pred["feature count"]["r2"] > 0.99 and pred["pre-extension score"]["n"] == 5
+    # the parents' train loss (an older record without train_loss_smooth: its last-step train_loss)
+    assert [w["train_loss_smooth"] for w in lcr["runs"]] == pytest.approx([3.0, 3.01, 3.02, 3.03, 3.04])
+    o = lcr["outcomes"]["retrieval"]  # older eval.json files: only the score, no target losses
+    assert set(lcr["outcomes"]) == {"retrieval"} and o["higher_is_better"]
+    assert o["models"][0]["model"] == "count" and o["models"][0]["r2"] > 0.99
+    assert {p["predictor"]: p for p in o["predictors"]}["pre-extension retrieval"]["n"] == 5
     g = {(x["task"], x["variant"]): x for x in rep["lengen"]["groups"]}
     assert set(g) == {("copy", "model.pos=nope"), ("copy", "model.pos=rope"), ("sort", "model.pos=nope"),
                       ("sort", "model.pos=rope")}
     assert g[("copy", "model.pos=nope")]["score"] == 0.5 and g[("copy", "model.pos=nope")]["by_length"]["32"] == 0.5
     md = (tmp_path / "analysis.md").read_text()
     assert "8 algorithmic-task runs (config.algo) and 5 context extensions (lineage)" in md
-    assert "## 5. Length generalisation" in md and "pre-ext score" in md
+    assert "## 5. Length generalisation" in md and "pre-extension retrieval" in md

@@ -121,6 +121,72 @@ def test_longppl_picks_exactly_the_tokens_passing_both_thresholds():
     assert math.isnan(E.long_ppl(full, np.zeros(7, bool)))
 
 
+class ContextLoss(nn.Module):
+    """Fake model whose loss at window position q is g(q + 1): a function of the context length alone."""
+
+    def __init__(self, g):
+        super().__init__()
+        self.g = g
+
+    def forward(self, idx, targets=None, reduction="mean"):
+        B, T = idx.shape
+        return None, self.g(torch.arange(1, T + 1, dtype=torch.float32)).expand(B, T)
+
+
+def test_longppl_short_context_is_a_suffix_of_the_own_full_context():
+    """A model that gets worse with context (loss 0.1 per context token, as RoPE past its length):
+    the short context is never longer than the full one, so no loss ever drops and no token is
+    a key token, also at the window starts, where a short window laid over the whole document
+    (the old rule) reached back into the previous window and flagged them."""
+    docs = [np.arange(200) % 50, np.arange(77) % 50]
+    ec = E.EvalConfig(ppl_tokens=10 ** 6, longppl_short=4, alpha=0.05, beta=100.0)
+    lp = E.eval_ppl(ContextLoss(lambda c: 0.1 * c), docs, [16], ec)["longppl"]
+    n_wins = sum(len(E.window_starts(len(d), 16, 16)) for d in docs)
+    assert lp["by_length"]["16"]["n_key"] == 0
+    assert lp["by_length"]["16"]["n_candidates"] == n_wins * (16 - 4)  # full context c > K = 4 only
+    assert (lp["short"], lp["step"]) == (4, 1)  # default step K/4
+
+
+@pytest.mark.parametrize("K,W", [(4, 1), (4, 2), (6, 3), (3, 5)])
+def test_longppl_key_tokens_by_hand(K, W):
+    """Context helps (loss 5 / c): target with full context c in its window has short context
+    K + (c - K - 1) mod W (between K and K + W - 1 tokens, a strict suffix), and is a key token when
+    5 / c_short - 5 / c > alpha; with a stride, only each window's own targets count."""
+    g = lambda c: 5.0 / c
+    docs = [np.arange(150) % 40]
+    L, stride, alpha = 16, 8, 0.3
+    ec = E.EvalConfig(ppl_tokens=10 ** 6, longppl_short=K, longppl_step=W, alpha=alpha, beta=100.0, stride=stride)
+    out = E.eval_ppl(ContextLoss(lambda c: g(c)), docs, [L], ec)
+    want_key, want_cand, want_loss = 0, 0, []
+    for s in E.window_starts(len(docs[0]), L, stride):
+        for p in range(0 if s == 0 else L - stride, L):  # the window's own targets
+            c = p + 1
+            if c <= K:
+                continue
+            cs = K + (c - K - 1) % W
+            assert K <= cs < min(K + W, c) and cs == E.short_context(c, K, W)
+            want_cand += 1
+            if g(cs) - g(c) > alpha:
+                want_key += 1
+                want_loss.append(g(c))
+    r = out["longppl"]["by_length"][str(L)]
+    assert (r["n_key"], r["n_candidates"]) == (want_key, want_cand) and want_key > 0
+    assert r["longppl"] == pytest.approx(math.exp(np.mean(want_loss)), rel=1e-6)
+    assert r["key_frac"] == pytest.approx(want_key / out["tokens"][str(L)])
+    assert E.short_context(np.array([1, K, K + 1]), K, W).tolist() == [0, 0, K]
+
+
+def test_score_lengths_are_the_target_not_the_pretraining_context():
+    # an extension 64 -> 512 evaluated at 64..512: scored at its target only, never inside its pretraining context
+    assert E.score_lengths([64, 128, 256, 512], 512, original_len=64)[0] == [512]
+    assert E.score_lengths([64, 128, 256, 512], 64, target=512)[0] == [512]  # its parent, at the same target
+    assert E.score_lengths([64, 128, 256], 64)[0] == [128, 256]  # a plain run: past its training length
+    assert E.score_lengths([32, 64], 64) == ([32, 64], "no length qualifies: all lengths")
+    t = E.target_outcomes({"by_length": {"64": 3.0, "512": 4.0},
+                           "longppl": {"by_length": {"512": {"longppl": math.e ** 2, "key_frac": 0.01}}}}, [512], [])
+    assert t == dict(lengths=[512], loss=4.0, longppl_loss=pytest.approx(2.0), key_frac=0.01, retrieval=None)
+
+
 def test_position_buckets_sum_correctly():
     assert E.bucket_edges(256) == [0, 1, 2, 4, 8, 16, 32, 64, 128, 256]
     assert E.bucket_edges(100, "4") == [0, 25, 50, 75, 100]
@@ -249,6 +315,10 @@ def test_end_to_end_writes_eval_json(run_dir):
     assert set(pk["by_length"]["128"]) == {"exact", "rank", "logprob", "n"} and pk["by_length"]["128"]["n"] == 6
     assert set(pk["by_depth"]["128"]) == {"0", "0.5", "1"}
     assert ev["score"] == pk["by_length"]["128"]["rank"] and ev["score_lengths"] == [64, 128]
+    t = ev["target"]  # the outcomes at the score lengths
+    assert t["lengths"] == [64, 128] and t["retrieval"] == ev["score"]
+    assert t["loss"] == pytest.approx((ev["ppl"]["by_length"]["64"] + ev["ppl"]["by_length"]["128"]) / 2)
+    assert 0 <= ev["sink_strength"] <= 1
     assert 0 <= ev["sink_rate"] <= 1 and ev["short"]["val_loss"] > 0
     pb = ev["probes"]["by_length"]["32"]
     assert len(pb["sink"]) == 2 and len(pb["entropy"][0]) == 2  # 0.1M: 2 layers x 2 heads

@@ -164,6 +164,31 @@ def test_continued_training_two_stages_chain_lineage(parent, tmp_path):
     assert train.load_checkpoint(os.path.join(out, "ckpt.pt"))["extra"]["lineage"] == r["lineage"]
 
 
+def test_budget_flags_train_the_tokens_asked(parent, tmp_path):
+    """The continued-training budget is explicit: tokens trained = what was asked, at the parent's
+    tokens per step (parent: 4 steps x 8 x 32 = 1024 tokens, 256 per step)."""
+    p = parent("rope")
+    r = run_extend([p, "--method", "ntk", "--factor", "4", "--tokens", "768", "--out_dir", str(tmp_path / "t")])
+    assert r["tokens"] == 768 and r["steps"] == 3 and r["config"]["batch_size"] == 2  # 2 x 128 = 256 per step
+    b = r["lineage"]["budget"]
+    assert (b["source"], b["tokens"], r["lineage"]["tokens"]) == ("tokens", 768, 768)
+    r = run_extend([p, "--method", "ntk", "--factor", "2", "--token_frac", "0.5", "--out_dir", str(tmp_path / "f")])
+    b = r["lineage"]["budget"]
+    assert (b["source"], b["token_frac"], b["parent_tokens"], b["tokens"]) == ("token_frac", 0.5, 1024, 512)
+    assert r["tokens"] == 512 and r["config"]["batch_size"] == 4 and r["steps"] == 2
+    # --train: the default fraction; an intermediate checkpoint counts the parent's whole (planned) run
+    r = run_extend([p, "--method", "ntk", "--factor", "2", "--train", "--token_frac", "0.25", "--ckpt", "0.5",
+                    "--out_dir", str(tmp_path / "e")])
+    assert r["tokens"] == 256 and r["lineage"]["parent_step"] == 2
+    r = run_extend([p, "--method", "ntk", "--factor", "2", "--train", "--out_dir", str(tmp_path / "d")])
+    assert r["lineage"]["budget"]["token_frac"] == extend.DEFAULT_TOKEN_FRAC and r["tokens"] == 256  # 1 step at least
+    # two stages: half the tokens each, both at 256 tokens per step
+    r = run_extend([p, "--method", "yarn", "--factor", "4", "--tokens", "1024", "--stages", "2",
+                    "--out_dir", str(tmp_path / "y")])
+    s1 = json.load(open(os.path.join(tmp_path, "y", "stage1", "result.json")))
+    assert (s1["tokens"], r["tokens"], s1["config"]["batch_size"], r["config"]["batch_size"]) == (512, 512, 4, 2)
+
+
 @pytest.mark.parametrize("name,model,method,iters", [
     ("rope", {}, "ntk", 0),
     ("partial", dict(rope_frac=0.5), "yarn", 0),
@@ -279,6 +304,9 @@ BAD = [
     ("global", ["{rope}", "--method", "none", "--factor", "2", "--layers", "global"], "--layers global"),
     ("nofactor", ["{rope}"], "--factor is required"),
     ("stages", ["{rope}", "--factor", "2", "--stages", "2", "--iters", "4"], "--stages 2"),
+    ("stagesfree", ["{rope}", "--factor", "4", "--stages", "2"], "with a continued-training budget"),
+    ("budgets", ["{rope}", "--factor", "2", "--tokens", "100", "--iters", "2"], "one continued-training budget"),
+    ("budgetneg", ["{rope}", "--factor", "2", "--token_frac", "-0.1"], "must be >= 0"),
     ("flag", ["{rope}", "--factor", "2", "--no_such_flag"], "unrecognized arguments"),
     ("swan_window", ["{rope}", "--method", "swan"], "needs --window W"),
     ("swan_rope", ["{nope}", "--method", "swan", "--window", "8"], "RoPE in every layer"),

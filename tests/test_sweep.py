@@ -41,8 +41,8 @@ COUNTS = {  # (study, scale) -> lines of the full grid
     # adamw 2x3x3x3 + cosine 2x3x3 + {3x,9x} 2x3x3x2 + 5 sizes 3x3x3 + INT4 8x2x10x2 (3M-100M: six sizes
     # below 50M), minus 12 FP16 runs the size and INT4 probes share (5M/8M, wd 0.1/0.33, seeds 0-2)
     ("qat-probes", "paper"): 54 + 18 + 36 + 135 + 320 - 12,
-    ("longctx", "tiny"): 2 * 2 * 2 * 2,             # qk_norm x GQA x SWA x context
-    ("longctx", "paper"): 3 * 2 * 2 * 2,
+    ("longctx", "tiny"): 2 * 2 * 2 * 2 * 3,         # qk_norm x GQA x SWA x context x 3 seeds
+    ("longctx", "paper"): 2 * 2 * 2 * 2 * 3,
     ("posenc", "tiny"): 7 * 2,                      # 5 --pos + swan + chunk, x seeds
     ("posenc", "paper"): 7 * 3,
     ("lengen", "tiny"): 4 * 5 * 1,                  # tasks x --pos x seeds
@@ -156,22 +156,49 @@ def test_qat_probes_grid(env):
     assert int4 == ["3M", "5M", "8M", "15M", "20M", "30M", "50M", "100M"]  # six sizes below 50M
 
 
-def test_longctx_grid(env):
-    for scale, target in (("tiny", 512), ("paper", 16384)):
-        lines = sweep(env, "-n", "longctx", SCALE=scale).stdout.splitlines()
-        axes = set()
-        for line in lines:
-            steps = line.split(" && ")
-            assert [s.split()[1] for s in steps] == ["train.py", "evaluate.py", "extend.py", "evaluate.py"]
-            t, ev0, ext, ev1 = (shlex.split(s)[2:] for s in steps)
-            run = flag(t, "--out_dir")
-            assert ev0[0] == run and ext[0] == run and flag(ext, "--method") == "yarn"
-            assert int(flag(ext, "--factor")) * int(flag(t, "--block_size")) == target
-            assert ev1[0] == flag(ext, "--out_dir") and "--tasks" in ev1 and "--lengths" in ev1
-            axes.add((flag(t, "--qk_norm"), flag(t, "--n_kv_head"), flag(t, "--window", "0"), flag(t, "--block_size")))
-        assert len(axes) == len(lines)
-        assert len({a[3] for a in axes}) == 2 and len({a[2] for a in axes}) == 2 and len({a[1] for a in axes}) == 2
-    assert {a[0] for a in axes} == {"none", "layer", "head"}  # paper: the three QK-norm settings
+@pytest.mark.parametrize("scale", ["tiny", "paper"])
+def test_longctx_grid(env, scale):
+    """The full 2^4 factorial with >= 3 seeds; every pretraining run trains the same tokens per step and
+    the same steps whatever its context; the main recipe (1-stage NTK, a small budget) extends every
+    run to one target, also from the early checkpoint; robustness variants on the first seed only."""
+    lines = sweep(env, "-n", "longctx", SCALE=scale).stdout.splitlines()
+    cells, per_step, steps, targets, variants = set(), set(), set(), set(), {}
+    for line in lines:
+        parts = [shlex.split(s)[1:] for s in line.split(" && ")]
+        (t_script, *t), (e_script, *ev0) = parts[:2]
+        assert (t_script, e_script) == ("train.py", "evaluate.py")
+        cfg = train.parse_args(t)
+        run, ctx = cfg.out_dir, cfg.model["block_size"]
+        cells.add((cfg.model["qk_norm"], cfg.model["n_kv_head"], cfg.model.get("window", 0), ctx, cfg.seed))
+        per_step.add(cfg.batch_size * ctx)  # tokens per step, equal across contexts
+        steps.add(cfg.iters if not cfg.tokens else cfg.tokens // (cfg.batch_size * ctx))
+        assert ev0[0] == run and ctx in map(int, flag(ev0, "--lengths").split(","))  # in-distribution loss too
+        exts = [(a, b) for (sa, *a), (sb, *b) in zip(parts[2::2], parts[3::2])]
+        assert all(s == "extend.py" for s, *_ in parts[2::2]) and all(s == "evaluate.py" for s, *_ in parts[3::2])
+        for ext, ev in exts:
+            assert ext[0] == run and ev[0] == flag(ext, "--out_dir")
+            target = int(float(flag(ext, "--factor")) * ctx)
+            targets.add(target)
+            assert min(map(int, flag(ev, "--lengths").split(","))) >= int(flag(ev, "--target")) > ctx
+            key = (flag(ext, "--method"), flag(ext, "--stages", "1"), float(flag(ext, "--token_frac")),
+                   flag(ext, "--ckpt", "final"))
+            variants.setdefault(key, []).append(cfg.seed)
+        main = exts[0][0]
+        assert flag(main, "--method") == "ntk" and flag(main, "--stages", "1") == "1"
+        assert float(flag(main, "--token_frac")) <= 0.1 and float(flag(main, "--short_frac")) > 0  # long/short mix
+        assert flag(exts[1][0], "--ckpt") == cfg.save_at  # the early extension: the --save_at checkpoint
+    seeds = sorted({c[-1] for c in cells})
+    assert len(cells) == len(lines) == 16 * len(seeds) and len(seeds) >= 3
+    assert len({c[:4] for c in cells}) == 16
+    assert len(per_step) == 1 and len(steps) == 1 and len(targets) == 1
+    main_key = ("ntk", "1", float(flag(exts[0][0], "--token_frac")), "final")
+    assert sorted(variants.pop(main_key)) == sorted(seeds * 16)
+    early = [k for k in variants if k[3] != "final"]
+    assert len(early) == 1 and len(variants.pop(early[0])) >= 16
+    fracs = {k[2] for k in variants if k[0] == "ntk"}
+    assert {0.25, 1.0} <= fracs  # the extension budget as a robustness axis
+    assert any(k[:2] == ("yarn", "2") for k in variants)  # the seed's alternative recipe
+    assert all(set(v) == {seeds[0]} and len(v) == 16 for v in variants.values())  # first seed, every cell
 
 
 def test_posenc_and_lengen_grids(env):
@@ -243,10 +270,11 @@ def test_multi_step_jobs_skip_done_steps(env):
     for f in ("result.json", "eval.json"):
         open(os.path.join(run, f), "w").write("{}")
     first = sweep(env, "-n", "longctx").stdout.splitlines()[0]
-    assert first.split()[1] == "extend.py" and first.count(" && ") == 1  # only extend + evaluate left
+    assert first.split()[1] == "extend.py" and first.count(" && ") == lines[0].count(" && ") - 2
+    n_ext = sum(l.count("extend.py ") for l in lines)
     assert sweep(env, "longctx").returncode == 0
-    assert len(calls(env, "train.py")) == 15 and len(calls(env, "extend.py")) == 16
-    assert len(calls(env, "evaluate.py")) == 31
+    assert len(calls(env, "train.py")) == len(lines) - 1 and len(calls(env, "extend.py")) == n_ext
+    assert len(calls(env, "evaluate.py")) == len(lines) - 1 + n_ext
 
 
 def test_interrupt_then_rerun_finishes_each_run_once(env, tmp_path):
