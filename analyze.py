@@ -11,6 +11,7 @@ analysis.md, analysis.json and PNG plots to --out (default: the first folder). S
   4. long-context: inhibiting-feature count -> score, in-sample and leave-one-out R^2
   5. length generalisation: exact match by input length per (task, encoding) over seeds, an
      in-distribution gate, paired comparison with RoPE
+  6. positional encodings (posenc): loss, LongPPL and retrieval by evaluation length per encoding
 Seeds: the QAT LR-schedule study (720-run grid, "QAT seed" below; it has no arXiv id) and "Cracks in the Foundation" (arXiv 2608.10296, "long-context
 seed"). Every field is optional: a missing one shrinks a table, it never crashes the script.
 """
@@ -623,6 +624,92 @@ def lengen_report(runs, gate=0.9, margin=0.05, reference="rope"):
             "reference": reference, "margin": margin, "cells": ordered, "excluded": excluded}
 
 
+POSENC_FLAGS = ("pos", "pos_pattern", "swan", "chunk_layers")  # a text run given one of these is a posenc run
+
+
+def posenc_report(runs, gate=0.9, margin=0.05, reference="rope"):
+    """Positional-variant text runs (a --pos, --pos_pattern, --swan or --chunk_layers flag given;
+    train short, evaluate long with evaluate.py), one cell per (training, encoding, training length)
+    over seeds; training is "text" or "task_mix:<task_list>" (task-trained runs, for retrieval).
+    Per cell: loss and LongPPL by evaluation length (eval.json ppl), retrieval exact match and rank by
+    length (eval.json tasks), the score, each as mean/sd/per seed. Retrieval cells are gated like
+    lengen's: learned when the mean exact match of every task at the training length is >= `gate`.
+    Against the `reference` encoding's cell of the same training and length, paired over seeds at each
+    length past training: the loss difference, and for learned retrieval cells the exact-match
+    difference with a verdict on the score (as lengen_report)."""
+    sel = [r for r in runs if run_kind(r) == "lm" and isinstance(r.get("eval"), dict)
+           and any(k in r["config"]["model"] for k in POSENC_FLAGS)]
+    if not sel:
+        return None
+    cells, dups = {}, []
+    for r in sel:
+        c = r["config"]
+        training = f"task_mix:{c.get('task_list')}" if (num(c.get("task_mix")) or 0) > 0 else "text"
+        key = (training, encoding({**r["model_config"], **c["model"]}), c.get("block_size"))
+        if c.get("seed") in cells.setdefault(key, {}):
+            dups.append(r["run_name"])
+            continue
+        cells[key][c.get("seed")] = r
+    if dups:
+        warn(f"{len(dups)} posenc runs repeat a (training, encoding, length, seed) already seen and are ignored, "
+             f"e.g. {dups[0]}")
+    out = {}
+    for (training, enc, block), by_seed in cells.items():
+        seeds = sorted(by_seed, key=lambda s: (num(s) is None, num(s) or 0))
+        ev = {s: by_seed[s]["eval"] for s in seeds}
+        lengths = sorted({parse_int(L) for s in seeds for L in (dget(ev[s], "ppl", "by_length") or {})} |
+                         {parse_int(L) for s in seeds for t in (ev[s].get("tasks") or {}).values()
+                          if isinstance(t, dict) for L in (t.get("by_length") or {})})
+        lengths = [L for L in lengths if L != math.inf]
+        per_len = lambda get: {str(L): seed_stats({s: num(get(ev[s], str(L))) for s in seeds}) for L in lengths}
+        tasks_ = sorted({t for s in seeds for t, v in (ev[s].get("tasks") or {}).items() if isinstance(v, dict)})
+        retrieval = {t: {m: per_len(lambda e, L, t=t, m=m: dget(e, "tasks", t, "by_length", L, m))
+                         for m in ("exact", "rank")} for t in tasks_}
+        train_len = num(block)
+        at_train = [retrieval[t]["exact"].get(str(int(train_len)), {}).get("mean") if train_len else None
+                    for t in tasks_]
+        learned = (all(x is not None and x >= gate for x in at_train) if tasks_ else None)
+        out[(training, enc, block)] = {
+            "training": training, "encoding": enc, "train_len": int(train_len) if train_len else None,
+            "n": len(seeds), "seeds": seeds,
+            "val_loss": seed_stats({s: num(by_seed[s]["metrics"].get("val_loss")) for s in seeds}),
+            "loss_by_length": per_len(lambda e, L: dget(e, "ppl", "by_length", L)),
+            "longppl_by_length": per_len(lambda e, L: dget(e, "ppl", "longppl", "by_length", L, "longppl")),
+            "retrieval": retrieval, "learned": learned,
+            "score": seed_stats({s: num(ev[s].get("score")) for s in seeds}),
+            "score_def": next((ev[s].get("score_def") for s in seeds if isinstance(ev[s].get("score_def"), str)), None),
+            "vs_reference": None, "verdict": None}
+    for (training, enc, block), c in out.items():
+        ref = out.get((training, reference, block))
+        if ref is None or enc == reference:
+            c["verdict"] = "reference" if enc == reference else f"no {reference} cell to compare with"
+            continue
+        past = [L for L in c["loss_by_length"] if c["train_len"] and parse_int(L) > c["train_len"]]
+        cmp = {"loss": {L: paired_acc(c["loss_by_length"][L]["per_seed"], ref["loss_by_length"][L]["per_seed"])
+                        for L in past if L in ref["loss_by_length"]}, "exact": {}, "score": None}
+        if c["learned"] is False:
+            c["verdict"] = "excluded: retrieval not learned in distribution"
+        elif c["learned"] and not ref["learned"]:
+            c["verdict"] = f"no comparison: {reference} retrieval not learned in distribution"
+        elif c["learned"]:
+            for t in c["retrieval"]:
+                for L, st in c["retrieval"][t]["exact"].items():
+                    if parse_int(L) > c["train_len"] and L in ref["retrieval"].get(t, {}).get("exact", {}):
+                        cmp["exact"][f"{t}@{L}"] = paired_acc(st["per_seed"], ref["retrieval"][t]["exact"][L]["per_seed"])
+            p = cmp["score"] = paired_acc(c["score"]["per_seed"], ref["score"]["per_seed"])
+            c["verdict"] = ("no seeds in common" if p is None else f"better than {reference}"
+                            if p["wins"] == p["n"] and p["mean_diff"] >= margin else f"worse than {reference}"
+                            if p["losses"] == p["n"] and p["mean_diff"] <= -margin else "no clear difference")
+        c["vs_reference"] = cmp
+    order = {e: i for i, e in enumerate(("rope", "nope", "alibi", "hope", "expe", "swan", "chunk"))}
+    ordered = sorted(out.values(), key=lambda c: (c["training"], c["train_len"] or 0,
+                                                 order.get(c["encoding"], len(order)), c["encoding"]))
+    return {"gate": {"metric": "retrieval exact match at the training length", "threshold": gate},
+            "reference": reference, "margin": margin, "cells": ordered,
+            "excluded": [{"training": c["training"], "encoding": c["encoding"], "n": c["n"]}
+                         for c in ordered if c["learned"] is False]}
+
+
 def dget(d, *keys):
     """d[k1][k2]... or None when a level is missing or not a dict (eval.json is another program's output)."""
     for k in keys:
@@ -771,6 +858,50 @@ def lengen_md(lg):
     return L
 
 
+def posenc_md(pe):
+    ref = pe["reference"]
+    L = ["## 6. Positional encodings: train short, evaluate long", "",
+         "Mean ± sd over seeds (evaluate.py). Loss: nats/token on the held-out plays in windows of L tokens; "
+         f"Δ loss {ref}: mean over the lengths past training of the paired difference from {ref}'s (negative: "
+         f"lower loss). Retrieval: exact match of the answer (rank among 5 in brackets); learned: mean exact "
+         f"match at the training length >= {f(pe['gate']['threshold'])}; Δ {ref}: the score (mean exact match "
+         f"past training) minus {ref}'s, paired over seeds (z, seeds higher/lower).", ""]
+    for training in dict.fromkeys(c["training"] for c in pe["cells"]):
+        cs = [c for c in pe["cells"] if c["training"] == training]
+        lens = sorted({L for c in cs for L in c["loss_by_length"] if c["loss_by_length"][L]["mean"] is not None},
+                      key=parse_int)
+        if lens:
+            L += [f"**{training}-trained: loss by length**", ""]
+            rows = []
+            for c in cs:
+                d = [v["mean_diff"] for v in ((c["vs_reference"] or {}).get("loss") or {}).values() if v]
+                rows.append([c["encoding"], str(c["n"]), f(c["train_len"])] + [pm(c["loss_by_length"].get(L))
+                                                                            for L in lens]
+                            + [pm(c["longppl_by_length"].get(lens[-1]), ".2f"),
+                               f"{np.mean(d):+.3f}" if d else "-"])
+            L += table(["encoding", "seeds", "train len"] + [f"loss@{x}" for x in lens]
+                       + [f"LongPPL@{lens[-1]}", f"Δ loss {ref}"], rows) + [""]
+        for t in sorted({t for c in cs for t in c["retrieval"]}):
+            tl = sorted({L for c in cs for L in c["retrieval"].get(t, {}).get("exact", {})}, key=parse_int)
+            L += [f"**{training}-trained: {t} retrieval**", ""]
+            rows = []
+            for c in cs:
+                r = c["retrieval"].get(t, {})
+                p = (c["vs_reference"] or {}).get("score")
+                rows.append([c["encoding"], str(c["n"])]
+                            + [pm(r.get("exact", {}).get(L)) + f" ({f((r.get('rank', {}).get(L) or {}).get('mean'), '.2f')})"
+                               for L in tl]
+                            + ["-" if c["learned"] is None else "yes" if c["learned"] else "**no**", pm(c["score"]),
+                               f"{p['mean_diff']:+.3f} (z {f(p['z'], '+.1f')}, {p['wins']}/{p['losses']})" if p else "-",
+                               c["verdict"]])
+            L += table(["encoding", "seeds"] + [f"@{x}" for x in tl] + ["learned", "score", f"Δ {ref}", "verdict"],
+                       rows) + [""]
+    if pe["excluded"]:
+        L += ["Retrieval cells excluded by the gate: " + ", ".join(f"{x['training']}/{x['encoding']}"
+                                                                for x in pe["excluded"]) + ".", ""]
+    return L
+
+
 # -----------------------------------------------------------------------------
 # plots (matplotlib Agg; a failed plot is a warning, never a crash)
 
@@ -905,7 +1036,9 @@ def main(argv=None):
                 ("grid_distance", lambda: grid_report(recs), lambda r: r["rows"], grid_md),
                 ("longctx", lambda: longctx_report(runs), lambda r: r, longctx_md),
                 ("lengen", lambda: lengen_report(runs, args.lengen_gate, args.lengen_margin), lambda r: r["cells"],
-                 lengen_md)]
+                 lengen_md),
+                ("posenc", lambda: posenc_report(runs, args.lengen_gate, args.lengen_margin), lambda r: r["cells"],
+                 posenc_md)]
     for name, compute, has_data, render in sections:
         try:  # one broken section must not take the others down
             r = compute()
