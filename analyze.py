@@ -971,6 +971,36 @@ def plot_all(rep, outdir):
             ax.set(title=task, xlabel="input length (bin centre)", ylabel="exact match", ylim=(-0.03, 1.03))
             ax.legend(fontsize=6)
         save(fig, "lengen_accuracy.png")
+    pe = rep.get("posenc")
+    if pe and pe["cells"]:
+        panels = []  # (title, ylabel, [(cell, {length: stats})])
+        for training in dict.fromkeys(c["training"] for c in pe["cells"]):
+            cs = [c for c in pe["cells"] if c["training"] == training]
+            if any(v["mean"] is not None for c in cs for v in c["loss_by_length"].values()):
+                panels.append((f"{training}: loss", "loss (nats/token)", [(c, c["loss_by_length"]) for c in cs]))
+            for t in sorted({t for c in cs for t in c["retrieval"]}):
+                panels.append((f"{training}: {t}", "exact match", [(c, c["retrieval"][t]["exact"])
+                                                                   for c in cs if t in c["retrieval"]]))
+        fig, axs = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.5), squeeze=False)
+        colour = {}
+        for ax, (title, ylabel, series) in zip(axs[0], panels):
+            for c, by_len in series:
+                pts = [(parse_int(L), v) for L, v in by_len.items() if v["mean"] is not None]
+                if not pts:
+                    continue
+                pts.sort(key=lambda t: t[0])
+                x, m = [p[0] for p in pts], np.array([p[1]["mean"] for p in pts])
+                sd = np.array([p[1]["sd"] or 0.0 for p in pts])
+                col = colour.setdefault(c["encoding"], f"C{len(colour) % 10}")
+                ax.plot(x, m, "o-" if c["learned"] is not False else "x--", color=col,
+                        label=c["encoding"] + (" (not learned)" if c["learned"] is False else ""))
+                ax.fill_between(x, m - sd, m + sd, color=col, alpha=0.15)
+            tl = next((c["train_len"] for c, _ in series if c["train_len"]), None)
+            if tl:
+                ax.axvline(tl, color="grey", ls=":", lw=1)
+            ax.set(title=title, xlabel="evaluation length (tokens)", ylabel=ylabel, xscale="log")
+            ax.legend(fontsize=6)
+        save(fig, "posenc_length.png")
     lc = rep.get("longctx")
     if lc:
         fig, ax = plt.subplots(figsize=(4.5, 3.5))

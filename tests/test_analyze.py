@@ -378,7 +378,8 @@ def test_lengen_gate_excludes_cells_not_learned_in_distribution(tmp_path):
         write_algo(tmp_path, "copy", "alibi", seed, [0.5, 0.6, 0.4][seed], 0.9)  # not learned, "extrapolates"
         write_algo(tmp_path, "sort", "rope", seed, 0.5, 0.0)
         write_algo(tmp_path, "sort", "nope", seed, 0.95, 0.8)
-    assert analyze.main([str(tmp_path), "--no_plots"]) == 0
+    assert analyze.main([str(tmp_path)]) == 0
+    assert "lengen_accuracy.png" in json.loads((tmp_path / "analysis.json").read_text())["plots"]
     lg = json.loads((tmp_path / "analysis.json").read_text())["lengen"]
     assert lg["gate"]["threshold"] == 0.9 and lg["reference"] == "rope"
     assert [(x["task"], x["encoding"]) for x in lg["excluded"]] == [("copy", "alibi"), ("sort", "rope")]
@@ -404,3 +405,39 @@ def test_lengen_gate_excludes_cells_not_learned_in_distribution(tmp_path):
     assert [x["encoding"] for x in lg["excluded"]] == []
     alibi = {(x["task"], x["encoding"]): x for x in lg["cells"]}[("copy", "alibi")]
     assert alibi["verdict"] == "better than rope" and alibi["held_to"] == 48 and alibi["learned"]
+
+
+def test_posenc_loss_and_gated_retrieval_by_length(tmp_path):
+    """posenc: text runs give loss by length per encoding (paired against RoPE past the training
+    length); passkey-trained runs give retrieval by length, gated at the training length."""
+    lens = (128, 256, 512)
+    for seed in range(2):
+        for pos, loss, exact in (("rope", (4.0, 4.5, 5.0), (1.0, 0.2, 0.0)), ("nope", (4.1, 4.2, 4.3), (1.0, 0.9, 0.8)),
+                                 ("alibi", (4.0, 4.1, 4.1), (0.5, 0.5, 0.5))):
+            cfg = {"bits": 16, "lr": 1.0, "warmdown": 0.33, "seed": seed, "size": "0.1M", "block_size": 128,
+                   "model": {"pos": pos}}
+            ppl = {"by_length": {str(L): x + 0.01 * seed for L, x in zip(lens, loss)},
+                   "longppl": {"by_length": {str(L): {"longppl": 20.0} for L in lens}}}
+            write_run(tmp_path, f"{pos}_s{seed}", cfg, {"val_loss": loss[0]}, model_config={"pos": pos, "block_size": 128},
+                      eval_={"score": None, "ppl": ppl, "tasks": {}})
+            tasks_ = {"passkey": {"by_length": {str(L): {"exact": x, "rank": 1.0} for L, x in zip(lens, exact)}}}
+            write_run(tmp_path, f"{pos}_passkey_s{seed}", {**cfg, "task_mix": 1.0, "task_list": "passkey"},
+                      {"val_loss": 9.0}, model_config={"pos": pos, "block_size": 128},
+                      eval_={"score": sum(exact[1:]) / 2, "ppl": None, "tasks": tasks_})
+    assert analyze.main([str(tmp_path)]) == 0
+    assert os.path.exists(tmp_path / "posenc_length.png")
+    pe = json.loads((tmp_path / "analysis.json").read_text())["posenc"]
+    c = {(x["training"], x["encoding"]): x for x in pe["cells"]}
+    assert set(c) == {(t, p) for t in ("text", "task_mix:passkey") for p in ("rope", "nope", "alibi")}
+    nope = c[("text", "nope")]
+    assert nope["n"] == 2 and nope["loss_by_length"]["512"]["mean"] == pytest.approx(4.305)
+    assert nope["vs_reference"]["loss"]["512"]["mean_diff"] == pytest.approx(-0.7)
+    assert set(nope["vs_reference"]["loss"]) == {"256", "512"} and nope["learned"] is None
+    pk = c[("task_mix:passkey", "nope")]
+    assert pk["learned"] and pk["retrieval"]["passkey"]["exact"]["256"]["mean"] == pytest.approx(0.9)
+    assert pk["vs_reference"]["score"]["mean_diff"] == pytest.approx(0.75) and pk["verdict"] == "better than rope"
+    assert c[("task_mix:passkey", "alibi")]["learned"] is False
+    assert c[("task_mix:passkey", "alibi")]["verdict"].startswith("excluded")
+    assert pe["excluded"] == [{"training": "task_mix:passkey", "encoding": "alibi", "n": 2}]
+    md = (tmp_path / "analysis.md").read_text()
+    assert "## 6. Positional encodings" in md and "task_mix:passkey-trained: passkey retrieval" in md
