@@ -11,6 +11,9 @@ writes analysis.md, analysis.json and PNG plots to --out (default: the first fol
      matched seeds), log-linear law on the --fit_sizes, prediction intervals at the held-out sizes
   3. weight-to-grid distance, QAT vs FP16 weights on the same grid
   4. long-context: inhibiting-feature count -> score, in-sample and leave-one-out R^2
+  5. length generalisation: exact match by input length per (task, encoding) over seeds, an
+     in-distribution gate, paired comparison with RoPE
+  6. positional encodings (posenc): loss, LongPPL and retrieval by evaluation length per encoding
 Seeds: the QAT LR-schedule study (720-run grid, "QAT seed" below; it has no arXiv id) and "Cracks in the Foundation" (arXiv 2608.10296, "long-context
 seed"). Every field is optional: a missing one shrinks a table, it never crashes the script.
 """
@@ -787,40 +790,238 @@ def longctx_report(runs):
             "recipes": {r: finals.count(r) for r in sorted(set(finals))}, "runs": rows, "outcomes": out}
 
 
-def lengen_report(runs):
-    """Algorithmic-task runs (train.py --algo): per (task, variant) the in-distribution exact match
-    (metrics.val_acc) and, from eval.json, the exact match per input-length bin and the score (mean
-    exact match past the training length), mean over seeds. The variant is every model flag that
-    varies between the runs of one task (e.g. model.pos)."""
+# model flags that make up an algorithmic run's positional variant (its "encoding"); every other
+# flag that varies between the runs of one task splits cells as the "variant"
+ENCODING_KEYS = ("pos", "pos_pattern", "swan", "window", "global_every", "layer_pattern", "logn_scale",
+                 "chunk_layers", "chunk_size", "chunk_topk", "rope_frac", "hope_cutoff", "expe_dims",
+                 "expe_start", "expe_slope")
+
+
+def encoding(mc):
+    """Positional variant of a run from its model_config: 'swan', 'chunk', or the --pos kind (with a
+    sliding window or a per-layer pattern appended when set)."""
+    if mc.get("swan"):
+        return "swan"
+    if str(mc.get("chunk_layers") or "").strip():
+        return "chunk"
+    name = str(mc.get("pos") or "rope")
+    if mc.get("pos_pattern"):
+        name += f"[{mc['pos_pattern']}]"
+    if num(mc.get("window")):
+        name += f"+window{int(num(mc['window']))}"
+    return name
+
+
+def seed_stats(per_seed):
+    """{seed: value} -> mean, sd (ddof 1; None below 2 seeds), n and the values, over the non-missing ones."""
+    v = {s: x for s, x in per_seed.items() if x is not None}
+    a = np.array(list(v.values()), dtype=float)
+    return {"mean": float(a.mean()) if a.size else None, "sd": float(a.std(ddof=1)) if a.size > 1 else None,
+            "n": int(a.size), "per_seed": v}
+
+
+def paired_acc(a, b):
+    """Paired comparison of accuracies over common seeds (a, b: {seed: value}): d = a - b, mean
+    difference, paired z (paired_z's statistic; positive: a is higher), seeds where a is higher / lower."""
+    seeds = sorted(s for s in set(a) & set(b) if a[s] is not None and b[s] is not None)
+    if not seeds:
+        return None
+    pz = paired_z([a[s] for s in seeds], [b[s] for s in seeds])
+    return {"n": pz["n"], "mean_diff": pz["mean_diff"], "z": pz["z"], "wins": pz["wins_b"], "losses": pz["wins_a"]}
+
+
+def lengen_report(runs, gate=0.9, margin=0.05, reference="rope"):
+    """Algorithmic-task runs (train.py --algo), one cell per (task, encoding, variant) over seeds:
+    in-distribution exact match (metrics.val_acc), exact match per input-length bin and the score
+    (mean exact match past N) from eval.json, each as mean, sd and per seed. The gate: a cell whose
+    mean in-distribution exact match is below `gate` has not learned the task; it is listed under
+    "excluded" and gets no extrapolation verdict. A learned cell is compared with the `reference`
+    encoding's cell of the same task and variant (when that one is learned too), paired over seeds,
+    per bin past N and on the score; verdict on the score: "better"/"worse" when every paired seed
+    is higher/lower and the mean difference is at least `margin`, else "no clear difference"."""
     algo = [r for r in runs if run_kind(r) == "algo"]
     if not algo:
         return None
     by_task = defaultdict(list)
     for r in algo:
         by_task[str(r["config"]["algo"])].append(r)
-    groups = []
+    cells, dups = {}, []
     for task in sorted(by_task):
         rs = by_task[task]
-        fields = [{k: v for k, v in variant_fields(r["config"]).items() if k.startswith("model.") or
-                   k in ("algo_len", "algo_offset", "block_size", "iters")} for r in rs]
+        fields = [{k: v for k, v in variant_fields(r["config"]).items()
+                   if (k.startswith("model.") and k[6:] not in ENCODING_KEYS)
+                   or k in ("algo_len", "algo_offset", "block_size", "iters")} for r in rs]
         varying = sorted({k for f in fields for k in f if len({g.get(k) for g in fields}) > 1})
-        cells = defaultdict(list)
         for r, f in zip(rs, fields):
-            cells[",".join(f"{k}={f.get(k)}" for k in varying)].append(r)
-        for variant in sorted(cells):
-            cs = cells[variant]
-            bins = defaultdict(list)
-            for r in cs:
-                by_len = dget(r, "eval", "tasks", task, "by_length")
-                for b, v in (by_len.items() if isinstance(by_len, dict) else ()):
-                    if isinstance(v, dict) and num(v.get("exact")) is not None:
-                        bins[b].append(num(v["exact"]))
-            mean = lambda xs: float(np.mean(xs)) if xs else None
-            groups.append({"task": task, "variant": variant, "n": len(cs),
-                           "val_acc": mean([x for x in (num(r["metrics"].get("val_acc")) for r in cs) if x is not None]),
-                           "score": mean([x for x in (num(dget(r, "eval", "score")) for r in cs) if x is not None]),
-                           "by_length": {b: mean(v) for b, v in sorted(bins.items(), key=lambda t: parse_int(t[0]))}})
-    return {"groups": groups}
+            key = (task, encoding({**r["model_config"], **r["config"]["model"]}),
+                   ",".join(f"{k}={f.get(k)}" for k in varying))
+            seed = r["config"].get("seed")
+            c = cells.setdefault(key, {})
+            if seed in c:
+                dups.append(r["run_name"])
+                continue
+            c[seed] = r
+    if dups:
+        warn(f"{len(dups)} algorithmic runs repeat a (task, encoding, variant, seed) already seen and are "
+             f"ignored, e.g. {dups[0]}")
+    out = {}
+    for (task, enc, variant), by_seed in cells.items():
+        seeds = sorted(by_seed, key=lambda s: (num(s) is None, num(s) or 0))
+        bins, train_len = {}, None
+        for s in seeds:
+            r = by_seed[s]
+            ev = dget(r, "eval", "tasks", task) or {}
+            tl = ev.get("train_len") if isinstance(ev, dict) else None
+            train_len = train_len or (tl if isinstance(tl, list) and len(tl) == 2 else None)
+            by_len = ev.get("by_length") if isinstance(ev, dict) else None
+            for b, v in (by_len.items() if isinstance(by_len, dict) else ()):
+                if isinstance(v, dict) and num(v.get("exact")) is not None:
+                    bins.setdefault(b, {"lo": v.get("lo"), "hi": parse_int(b), "per_seed": {}})["per_seed"][s] = \
+                        num(v["exact"])
+        if train_len is None:
+            try:
+                train_len = [int(x) for x in str(by_seed[seeds[0]]["config"].get("algo_len")).split(",")]
+            except ValueError:
+                train_len = None
+        in_dist = seed_stats({s: num(by_seed[s]["metrics"].get("val_acc")) for s in seeds})
+        score = seed_stats({s: num(dget(by_seed[s], "eval", "score")) for s in seeds})
+        by_length = {}
+        for b in sorted(bins, key=parse_int):
+            st = seed_stats(bins[b]["per_seed"])
+            by_length[b] = {"lo": bins[b]["lo"], "hi": bins[b]["hi"], **st}
+        learned = in_dist["mean"] is not None and in_dist["mean"] >= gate
+        held = None  # the longest length up to which every bin's mean stays at the gate
+        if learned:
+            for b in by_length.values():
+                if b["mean"] is None or b["mean"] < gate:
+                    break
+                held = b["hi"]
+        out[(task, enc, variant)] = {
+            "task": task, "encoding": enc, "variant": variant, "n": len(seeds), "seeds": seeds,
+            "train_len": train_len, "in_dist": in_dist, "learned": learned, "by_length": by_length,
+            "score": score, "held_to": held, "vs_reference": None, "verdict": None}
+    for key, c in out.items():
+        task, enc, variant = key
+        ref = out.get((task, reference, variant))
+        N = c["train_len"][1] if c["train_len"] else None
+        if not c["learned"]:
+            c["verdict"] = "excluded: not learned in distribution"
+        elif enc == reference:
+            c["verdict"] = "reference"
+        elif ref is None:
+            c["verdict"] = f"no {reference} cell to compare with"
+        elif not ref["learned"]:
+            c["verdict"] = f"no comparison: {reference} not learned in distribution"
+        else:
+            cmp = {"score": paired_acc(c["score"]["per_seed"], ref["score"]["per_seed"]), "by_length": {}}
+            for b, v in c["by_length"].items():
+                if N is not None and v["lo"] is not None and v["lo"] > N and b in ref["by_length"]:
+                    cmp["by_length"][b] = paired_acc(v["per_seed"], ref["by_length"][b]["per_seed"])
+            c["vs_reference"] = cmp
+            p = cmp["score"]
+            if p is None:
+                c["verdict"] = f"no seeds in common with {reference}"
+            elif p["wins"] == p["n"] and p["mean_diff"] >= margin:
+                c["verdict"] = f"better than {reference}"
+            elif p["losses"] == p["n"] and p["mean_diff"] <= -margin:
+                c["verdict"] = f"worse than {reference}"
+            else:
+                c["verdict"] = "no clear difference"
+    order = {e: i for i, e in enumerate(("rope", "nope", "alibi", "hope", "expe", "swan", "chunk"))}
+    ordered = sorted(out.values(), key=lambda c: (c["task"], c["variant"], order.get(c["encoding"], len(order)),
+                                                 c["encoding"]))
+    excluded = [{"task": c["task"], "encoding": c["encoding"], "variant": c["variant"], "n": c["n"],
+                 "in_dist_mean": c["in_dist"]["mean"]} for c in ordered if not c["learned"]]
+    return {"gate": {"metric": "metrics.val_acc", "threshold": gate,
+                     "rule": "a cell enters the extrapolation verdict when the mean over seeds of its "
+                             "in-distribution exact match is >= threshold"},
+            "reference": reference, "margin": margin, "cells": ordered, "excluded": excluded}
+
+
+POSENC_FLAGS = ("pos", "pos_pattern", "swan", "chunk_layers")  # a text run given one of these is a posenc run
+
+
+def posenc_report(runs, gate=0.9, margin=0.05, reference="rope"):
+    """Positional-variant text runs (a --pos, --pos_pattern, --swan or --chunk_layers flag given;
+    train short, evaluate long with evaluate.py), one cell per (training, encoding, training length)
+    over seeds; training is "text" or "task_mix:<task_list>" (task-trained runs, for retrieval).
+    Per cell: loss and LongPPL by evaluation length (eval.json ppl), retrieval exact match and rank by
+    length (eval.json tasks), the score, each as mean/sd/per seed. Retrieval cells are gated like
+    lengen's: learned when the mean exact match of every task at the training length is >= `gate`.
+    Against the `reference` encoding's cell of the same training and length, paired over seeds at each
+    length past training: the loss difference, and for learned retrieval cells the exact-match
+    difference with a verdict on the score (as lengen_report)."""
+    sel = [r for r in runs if run_kind(r) == "lm" and isinstance(r.get("eval"), dict)
+           and any(k in r["config"]["model"] for k in POSENC_FLAGS)]
+    if not sel:
+        return None
+    cells, dups = {}, []
+    for r in sel:
+        c = r["config"]
+        training = f"task_mix:{c.get('task_list')}" if (num(c.get("task_mix")) or 0) > 0 else "text"
+        key = (training, encoding({**r["model_config"], **c["model"]}), c.get("block_size"))
+        if c.get("seed") in cells.setdefault(key, {}):
+            dups.append(r["run_name"])
+            continue
+        cells[key][c.get("seed")] = r
+    if dups:
+        warn(f"{len(dups)} posenc runs repeat a (training, encoding, length, seed) already seen and are ignored, "
+             f"e.g. {dups[0]}")
+    out = {}
+    for (training, enc, block), by_seed in cells.items():
+        seeds = sorted(by_seed, key=lambda s: (num(s) is None, num(s) or 0))
+        ev = {s: by_seed[s]["eval"] for s in seeds}
+        lengths = sorted({parse_int(L) for s in seeds for L in (dget(ev[s], "ppl", "by_length") or {})} |
+                         {parse_int(L) for s in seeds for t in (ev[s].get("tasks") or {}).values()
+                          if isinstance(t, dict) for L in (t.get("by_length") or {})})
+        lengths = [L for L in lengths if L != math.inf]
+        per_len = lambda get: {str(L): seed_stats({s: num(get(ev[s], str(L))) for s in seeds}) for L in lengths}
+        tasks_ = sorted({t for s in seeds for t, v in (ev[s].get("tasks") or {}).items() if isinstance(v, dict)})
+        retrieval = {t: {m: per_len(lambda e, L, t=t, m=m: dget(e, "tasks", t, "by_length", L, m))
+                         for m in ("exact", "rank")} for t in tasks_}
+        train_len = num(block)
+        at_train = [retrieval[t]["exact"].get(str(int(train_len)), {}).get("mean") if train_len else None
+                    for t in tasks_]
+        learned = (all(x is not None and x >= gate for x in at_train) if tasks_ else None)
+        out[(training, enc, block)] = {
+            "training": training, "encoding": enc, "train_len": int(train_len) if train_len else None,
+            "n": len(seeds), "seeds": seeds,
+            "val_loss": seed_stats({s: num(by_seed[s]["metrics"].get("val_loss")) for s in seeds}),
+            "loss_by_length": per_len(lambda e, L: dget(e, "ppl", "by_length", L)),
+            "longppl_by_length": per_len(lambda e, L: dget(e, "ppl", "longppl", "by_length", L, "longppl")),
+            "retrieval": retrieval, "learned": learned,
+            "score": seed_stats({s: num(ev[s].get("score")) for s in seeds}),
+            "score_def": next((ev[s].get("score_def") for s in seeds if isinstance(ev[s].get("score_def"), str)), None),
+            "vs_reference": None, "verdict": None}
+    for (training, enc, block), c in out.items():
+        ref = out.get((training, reference, block))
+        if ref is None or enc == reference:
+            c["verdict"] = "reference" if enc == reference else f"no {reference} cell to compare with"
+            continue
+        past = [L for L in c["loss_by_length"] if c["train_len"] and parse_int(L) > c["train_len"]]
+        cmp = {"loss": {L: paired_acc(c["loss_by_length"][L]["per_seed"], ref["loss_by_length"][L]["per_seed"])
+                        for L in past if L in ref["loss_by_length"]}, "exact": {}, "score": None}
+        if c["learned"] is False:
+            c["verdict"] = "excluded: retrieval not learned in distribution"
+        elif c["learned"] and not ref["learned"]:
+            c["verdict"] = f"no comparison: {reference} retrieval not learned in distribution"
+        elif c["learned"]:
+            for t in c["retrieval"]:
+                for L, st in c["retrieval"][t]["exact"].items():
+                    if parse_int(L) > c["train_len"] and L in ref["retrieval"].get(t, {}).get("exact", {}):
+                        cmp["exact"][f"{t}@{L}"] = paired_acc(st["per_seed"], ref["retrieval"][t]["exact"][L]["per_seed"])
+            p = cmp["score"] = paired_acc(c["score"]["per_seed"], ref["score"]["per_seed"])
+            c["verdict"] = ("no seeds in common" if p is None else f"better than {reference}"
+                            if p["wins"] == p["n"] and p["mean_diff"] >= margin else f"worse than {reference}"
+                            if p["losses"] == p["n"] and p["mean_diff"] <= -margin else "no clear difference")
+        c["vs_reference"] = cmp
+    order = {e: i for i, e in enumerate(("rope", "nope", "alibi", "hope", "expe", "swan", "chunk"))}
+    ordered = sorted(out.values(), key=lambda c: (c["training"], c["train_len"] or 0,
+                                                 order.get(c["encoding"], len(order)), c["encoding"]))
+    return {"gate": {"metric": "retrieval exact match at the training length", "threshold": gate},
+            "reference": reference, "margin": margin, "cells": ordered,
+            "excluded": [{"training": c["training"], "encoding": c["encoding"], "n": c["n"]}
+                         for c in ordered if c["learned"] is False]}
 
 
 def dget(d, *keys):
@@ -986,15 +1187,89 @@ def longctx_md(lc):
     return L
 
 
+def pm(st, spec=".3f"):
+    """'mean ± sd' of a seed_stats dict ('-' when missing)."""
+    if not st or st.get("mean") is None:
+        return "-"
+    return f(st["mean"], spec) + (f" ± {f(st['sd'], '.2f')}" if st.get("sd") is not None else "")
+
+
 def lengen_md(lg):
+    ref, gate = lg["reference"], lg["gate"]["threshold"]
     L = ["## 5. Length generalisation on algorithmic tasks", "",
-         "Exact match, mean over seeds: val_acc in distribution (train.py), then per input-length bin up to the"
-         " given length and the score past the training length (evaluate.py).", ""]
-    bins = sorted({b for g in lg["groups"] for b in g["by_length"]}, key=parse_int)
-    L += table(["task", "variant", "runs", "val_acc"] + [f"≤{b}" for b in bins] + ["score"],
-               [[g["task"], g["variant"] or "-", str(g["n"]), f(g["val_acc"], ".3f")]
-                + [f(g["by_length"].get(b), ".3f") for b in bins] + [f(g["score"], ".3f")] for g in lg["groups"]])
-    return L + [""]
+         f"Exact match, mean ± sd over seeds: in distribution (metrics.val_acc, input lengths 1..N) and per "
+         f"input-length bin (evaluate.py). Gate: a cell is learned when its mean in-distribution exact match is "
+         f">= {f(gate)}; a cell that is not is excluded from the verdict. held to: the longest length up to which "
+         f"every bin's mean stays >= {f(gate)}. Δ {ref}: the score (mean exact match past N) minus {ref}'s, paired "
+         f"over seeds, with paired z and the seeds where it is higher/lower; verdict: better/worse when every "
+         f"seed is and |Δ| >= {f(lg['margin'])}.", ""]
+    for task in dict.fromkeys(c["task"] for c in lg["cells"]):
+        cs = [c for c in lg["cells"] if c["task"] == task]
+        bins = sorted({b for c in cs for b in c["by_length"]}, key=parse_int)
+        span = {b: next((f"{c['by_length'][b]['lo']}-{b}" for c in cs if b in c["by_length"]), b) for b in bins}
+        tl = next((c["train_len"] for c in cs if c["train_len"]), None)
+        L += [f"**{task}**" + (f" (trained on input lengths {tl[0]}-{tl[1]})" if tl else ""), ""]
+        rows = []
+        for c in cs:
+            p = (c["vs_reference"] or {}).get("score")
+            rows.append([c["encoding"] + (f" [{c['variant']}]" if c["variant"] else ""), str(c["n"]),
+                         pm(c["in_dist"]), "yes" if c["learned"] else "**no**"]
+                        + [pm(c["by_length"].get(b)) for b in bins]
+                        + [pm(c["score"]), f(c["held_to"]),
+                           f"{p['mean_diff']:+.3f} (z {f(p['z'], '+.1f')}, {p['wins']}/{p['losses']})" if p else "-",
+                           c["verdict"]])
+        L += table(["encoding", "seeds", "in-dist", "learned"] + [span[b] for b in bins]
+                   + ["score", "held to", f"Δ {ref} (z, higher/lower)", "verdict"], rows) + [""]
+    ex = lg["excluded"]
+    L += [f"Excluded by the gate ({len(ex)} cells): " + (", ".join(
+        f"{x['task']}/{x['encoding']}{' [' + x['variant'] + ']' if x['variant'] else ''} "
+        f"({f(x['in_dist_mean'], '.3f')})" for x in ex) if ex else "none") + ".", ""]
+    return L
+
+
+def posenc_md(pe):
+    ref = pe["reference"]
+    L = ["## 6. Positional encodings: train short, evaluate long", "",
+         "Mean ± sd over seeds (evaluate.py). Loss: nats/token on the held-out plays in windows of L tokens; "
+         f"Δ loss {ref}: mean over the lengths past training of the paired difference from {ref}'s (negative: "
+         f"lower loss). Retrieval: exact match of the answer (rank among 5 in brackets); learned: mean exact "
+         f"match at the training length >= {f(pe['gate']['threshold'])}; Δ {ref}: the score (mean exact match "
+         f"past training) minus {ref}'s, paired over seeds (z, seeds higher/lower).", ""]
+    for training in dict.fromkeys(c["training"] for c in pe["cells"]):
+        cs = [c for c in pe["cells"] if c["training"] == training]
+        lens = sorted({L for c in cs for L in c["loss_by_length"] if c["loss_by_length"][L]["mean"] is not None},
+                      key=parse_int)
+        if lens:
+            L += [f"**{training}-trained: loss by length**", ""]
+            rows = []
+            for c in cs:
+                d = [v["mean_diff"] for v in ((c["vs_reference"] or {}).get("loss") or {}).values() if v]
+                rows.append([c["encoding"], str(c["n"]), f(c["train_len"])] + [pm(c["loss_by_length"].get(L))
+                                                                            for L in lens]
+                            + [pm(c["longppl_by_length"].get(lens[-1]), ".2f"),
+                               f"{np.mean(d):+.3f}" if d else "-"])
+            L += table(["encoding", "seeds", "train len"] + [f"loss@{x}" for x in lens]
+                       + [f"LongPPL@{lens[-1]}", f"Δ loss {ref}"], rows) + [""]
+        for t in sorted({t for c in cs for t in c["retrieval"]}):
+            tl = sorted({L for c in cs for L in c["retrieval"].get(t, {}).get("exact", {})}, key=parse_int)
+            L += [f"**{training}-trained: {t} retrieval**", ""]
+            rows = []
+            for c in cs:
+                r = c["retrieval"].get(t, {})
+                p = (c["vs_reference"] or {}).get("score")
+                rows.append([c["encoding"], str(c["n"])]
+                            + [pm(r.get("exact", {}).get(L)) + f" ({f((r.get('rank', {}).get(L) or {}).get('mean'), '.2f')})"
+                               for L in tl]
+                            + ["-" if c["learned"] is None else "yes" if c["learned"] else "**no**", pm(c["score"]),
+                               f"{p['mean_diff']:+.3f} (z {f(p['z'], '+.1f')}, {p['wins']}/{p['losses']})" if p else "-",
+                               c["verdict"]])
+            L += table(["encoding", "seeds"] + [f"@{x}" for x in tl] + ["learned", "score", f"Δ {ref}", "verdict"],
+                       rows) + [""]
+    if pe["excluded"]:
+        L += ["Retrieval cells excluded by the gate: " + ", ".join(f"{x['training']}/{x['encoding']}"
+                                                                for x in pe["excluded"]) + ".", ""]
+    return L
+
 
 # -----------------------------------------------------------------------------
 # plots (matplotlib Agg; a failed plot is a warning, never a crash)
@@ -1042,6 +1317,60 @@ def plot_all(rep, outdir):
                title=f"penalty vs size, {p['level']:.0%} PI (open: held out)")
         ax.legend(fontsize=7)
         save(fig, "penalty_vs_size.png")
+    lg = rep.get("lengen")
+    if lg and lg["cells"]:
+        tasks_ = list(dict.fromkeys(c["task"] for c in lg["cells"]))
+        fig, axs = plt.subplots(1, len(tasks_), figsize=(4 * len(tasks_), 3.5), squeeze=False)
+        colour = {}
+        for ax, task in zip(axs[0], tasks_):
+            for c in (c for c in lg["cells"] if c["task"] == task):
+                bs = [b for b in c["by_length"].values() if b["mean"] is not None]
+                if not bs:
+                    continue
+                x = [(b["lo"] + b["hi"]) / 2 if b["lo"] is not None else b["hi"] for b in bs]
+                m = np.array([b["mean"] for b in bs])
+                sd = np.array([b["sd"] or 0.0 for b in bs])
+                col = colour.setdefault(c["encoding"], f"C{len(colour) % 10}")  # one colour per encoding
+                name = c["encoding"] + (f" [{c['variant']}]" if c["variant"] else "")
+                ax.plot(x, m, "o-" if c["learned"] else "x--", color=col,
+                        label=name + ("" if c["learned"] else " (not learned)"))
+                ax.fill_between(x, np.clip(m - sd, 0, 1), np.clip(m + sd, 0, 1), color=col, alpha=0.15)
+            tl = next((c["train_len"] for c in lg["cells"] if c["task"] == task and c["train_len"]), None)
+            if tl:
+                ax.axvline(tl[1] + 0.5, color="grey", ls=":", lw=1)
+            ax.set(title=task, xlabel="input length (bin centre)", ylabel="exact match", ylim=(-0.03, 1.03))
+            ax.legend(fontsize=6)
+        save(fig, "lengen_accuracy.png")
+    pe = rep.get("posenc")
+    if pe and pe["cells"]:
+        panels = []  # (title, ylabel, [(cell, {length: stats})])
+        for training in dict.fromkeys(c["training"] for c in pe["cells"]):
+            cs = [c for c in pe["cells"] if c["training"] == training]
+            if any(v["mean"] is not None for c in cs for v in c["loss_by_length"].values()):
+                panels.append((f"{training}: loss", "loss (nats/token)", [(c, c["loss_by_length"]) for c in cs]))
+            for t in sorted({t for c in cs for t in c["retrieval"]}):
+                panels.append((f"{training}: {t}", "exact match", [(c, c["retrieval"][t]["exact"])
+                                                                   for c in cs if t in c["retrieval"]]))
+        fig, axs = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.5), squeeze=False)
+        colour = {}
+        for ax, (title, ylabel, series) in zip(axs[0], panels):
+            for c, by_len in series:
+                pts = [(parse_int(L), v) for L, v in by_len.items() if v["mean"] is not None]
+                if not pts:
+                    continue
+                pts.sort(key=lambda t: t[0])
+                x, m = [p[0] for p in pts], np.array([p[1]["mean"] for p in pts])
+                sd = np.array([p[1]["sd"] or 0.0 for p in pts])
+                col = colour.setdefault(c["encoding"], f"C{len(colour) % 10}")
+                ax.plot(x, m, "o-" if c["learned"] is not False else "x--", color=col,
+                        label=c["encoding"] + (" (not learned)" if c["learned"] is False else ""))
+                ax.fill_between(x, m - sd, m + sd, color=col, alpha=0.15)
+            tl = next((c["train_len"] for c, _ in series if c["train_len"]), None)
+            if tl:
+                ax.axvline(tl, color="grey", ls=":", lw=1)
+            ax.set(title=title, xlabel="evaluation length (tokens)", ylabel=ylabel, xscale="log")
+            ax.legend(fontsize=6)
+        save(fig, "posenc_length.png")
     lc = rep.get("longctx")
     if lc and lc["outcomes"]:
         save(plot_longctx(lc, plt), "longctx_outcome_vs_count.png")
@@ -1092,6 +1421,12 @@ def main(argv=None):
     ap.add_argument("--level", type=finite_float, default=0.95, help="prediction-interval level, in (0, 1)")
     ap.add_argument("--ref_lr", type=finite_float, default=1.0, help="LR of the cell where the penalty is measured")
     ap.add_argument("--ref_warmdown", type=finite_float, default=0.33, help="warmdown of the cell where the penalty is measured")
+    ap.add_argument("--lengen_gate", type=finite_float, default=0.9,
+                    help="algorithmic runs: a (task, encoding) cell enters the extrapolation verdict only when its "
+                         "mean in-distribution exact match over seeds is >= this")
+    ap.add_argument("--lengen_margin", type=finite_float, default=0.05,
+                    help="algorithmic runs: smallest mean gain (or loss) of exact match past N against RoPE "
+                         "that counts as better (worse), with every paired seed agreeing")
     ap.add_argument("--no_plots", action="store_true", help="skip the PNG plots")
     args = ap.parse_args(argv)
     if not 0 < args.level < 1:
@@ -1124,7 +1459,10 @@ def main(argv=None):
                  lambda r: r["laws"], penalty_md),
                 ("grid_distance", lambda: grid_report(recs), lambda r: r["rows"], grid_md),
                 ("longctx", lambda: longctx_report(runs), lambda r: r["outcomes"], longctx_md),
-                ("lengen", lambda: lengen_report(runs), lambda r: r["groups"], lengen_md)]
+                ("lengen", lambda: lengen_report(runs, args.lengen_gate, args.lengen_margin), lambda r: r["cells"],
+                 lengen_md),
+                ("posenc", lambda: posenc_report(runs, args.lengen_gate, args.lengen_margin), lambda r: r["cells"],
+                 posenc_md)]
     for name, compute, has_data, render in sections:
         try:  # one broken section must not take the others down
             r = compute()

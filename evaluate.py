@@ -441,14 +441,16 @@ def algo_bins(lo, lengths):
 
 
 def eval_algo(model, tc, lengths, n, device="cpu", bar=None):
-    """Exact match and answer loss per input-length bin with tasks.algo_eval; the evaluation
-    block grows to fit the longest example (positions past training are the point), with the
-    training's random offsets."""
+    """Exact match and answer loss per input-length bin with tasks.algo_eval (every input length of
+    the bin, equally often); the evaluation block grows to fit the longest example (positions past
+    training are the point), with the training's random offsets."""
     lo, N = train.algo_lengths(tc)
     out = dict(train_len=[lo, N], by_length={})
     for a, b in algo_bins(lo, lengths):
         if a > b:
             raise UserError(f"--lengths must increase and start at >= {lo}, got {','.join(map(str, lengths))}")
+        if n < b - a + 1:  # every length of a bin is evaluated (tasks.algo_eval cycles through them)
+            raise UserError(f"--algo_samples {n} is fewer than the {b - a + 1} input lengths of bin {a}-{b}")
         need = algo_example_len(tc.algo, b, tc.algo_offset) - 1
         try:
             r = algo_eval(model, tc.algo, (a, b), max(model.config.block_size, need), tc.seed, tc.algo_offset, n, device)

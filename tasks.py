@@ -457,17 +457,17 @@ def task_sequence(tasks, enc, length, rng, haystack=None, min_len=128):
 ALGO_VOCAB = ["PAD", "BOS", "SEP", "EOS"] + list("0123456789") + list("abcdefghijklmnopqrstuvwxyz") + ["+", "?"]
 ALGO_ID = {s: i for i, s in enumerate(ALGO_VOCAB)}
 PAD, BOS, SEP, EOS = 0, 1, 2, 3
-ALGO_TASKS = ["copy", "reverse", "sort", "parity", "majority", "addition", "assoc_recall"]
+ALGO_TASKS = ["copy", "reverse", "sort", "parity", "parity_scratch", "majority", "addition", "assoc_recall"]
 
 
 def algo_input(task, n, rng):
     """Input symbols for one example of size n.
-    copy/reverse/sort: n digits. parity/majority: n bits. addition: two n-bit binary numbers,
-    little-endian (least significant bit first), joined by '+'. assoc_recall: n (letter key,
-    digit value) pairs, then '?' and a query key; keys are distinct when n <= 26, else repeat."""
+    copy/reverse/sort: n digits. parity/parity_scratch/majority: n bits. addition: two n-bit
+    binary numbers, little-endian (least significant bit first), joined by '+'. assoc_recall: n
+    (letter key, digit value) pairs, then '?' and a query key; keys are distinct when n <= 26, else repeat."""
     if task in ("copy", "reverse", "sort"):
         return [rng.choice("0123456789") for _ in range(n)]
-    if task in ("parity", "majority", "addition"):
+    if task in ("parity", "parity_scratch", "majority", "addition"):
         x = [rng.choice("01") for _ in range(n)]
         return x + ["+"] + [rng.choice("01") for _ in range(n)] if task == "addition" else x
     if task == "assoc_recall":
@@ -480,7 +480,10 @@ def algo_input(task, n, rng):
 
 def algo_answer(task, x):
     """Answer symbols for input symbols x (pure; the ground truth for every algo task).
-    majority: '1' iff more than half the bits are 1 (ties -> '0'). addition: n+1 bits,
+    parity: one bit, the parity of x (a single-token answer transformers are known not to learn
+    at these sizes). parity_scratch: the scratchpad form (Anil et al. arXiv 2207.04901): n bits,
+    bit i = parity of x[:i+1], so each answer bit needs only the previous answer bit and input bit
+    i; the last bit is the parity, and exact match is over the whole scratchpad. majority: '1' iff more than half the bits are 1 (ties -> '0'). addition: n+1 bits,
     little-endian. assoc_recall: value of the query key's latest occurrence."""
     if task == "copy":
         return list(x)
@@ -490,6 +493,8 @@ def algo_answer(task, x):
         return sorted(x)
     if task == "parity":
         return [str(x.count("1") % 2)]
+    if task == "parity_scratch":
+        return [str(x[:i + 1].count("1") % 2) for i in range(len(x))]
     if task == "majority":
         return ["1" if 2 * x.count("1") > len(x) else "0"]
     if task == "addition":
@@ -516,15 +521,17 @@ def algo_example_len(task, n, offset=0):
     return len(algo_example(task, n, random.Random(0), offset)[0])
 
 
-def algo_batch(task, n_min, n_max, batch, block, rng, offset_max=0):
+def algo_batch(task, n_min, n_max, batch, block, rng, offset_max=0, cover=False):
     """x, y, mask: int64 [batch, block]; y = x shifted by one; mask[b, t] = 1 where y[b, t] is an
-    answer token. Sizes n ~ U[n_min, n_max]; optional random left-pad of 0..offset_max PADs
-    (random position offsets). Right-padded with PAD (mask 0)."""
+    answer token. Sizes n ~ U[n_min, n_max], or with cover=True n_min + b mod (n_max - n_min + 1)
+    (evaluation: every size of the range appears, equally often); optional random left-pad of
+    0..offset_max PADs (random position offsets). Right-padded with PAD (mask 0)."""
     x = torch.full((batch, block), PAD, dtype=torch.long)
     y = torch.full((batch, block), PAD, dtype=torch.long)
     mask = torch.zeros((batch, block), dtype=torch.long)
     for b in range(batch):
-        ids, m = algo_example(task, rng.randint(n_min, n_max), rng, rng.randint(0, offset_max))
+        n = n_min + b % (n_max - n_min + 1) if cover else rng.randint(n_min, n_max)
+        ids, m = algo_example(task, n, rng, rng.randint(0, offset_max))
         if len(ids) > block + 1:
             raise ValueError("example of %d tokens does not fit block %d" % (len(ids), block))
         t = len(ids) - 1
@@ -551,18 +558,23 @@ def algo_lengths(spec):
     return lo, hi
 
 
-def algo_targets(task, lengths, rows, block, seed, offset_max=0):
+def algo_targets(task, lengths, rows, block, seed, offset_max=0, cover=False):
     """A training or evaluation batch of an algorithmic task: x, and y with -1 (no loss) everywhere
-    but the answer tokens. A pure function of seed (resume and DDP rely on it)."""
-    x, y, mask = algo_batch(task, *lengths, rows, block, random.Random(str(seed)), offset_max)
-    return x, y.masked_fill(mask == 0, -1)
+    but the answer tokens. A pure function of seed (resume and DDP rely on it). The columns past
+    the last answer token of every row (all PAD, no loss) are dropped: the model is causal, so
+    the loss and every kept prediction are unchanged, and a batch of short examples does not pay
+    for a whole padded block (positional tables come from the model's config, never from T)."""
+    x, y, mask = algo_batch(task, *lengths, rows, block, random.Random(str(seed)), offset_max, cover)
+    used = int(mask.any(0).nonzero().max()) + 1
+    return x[:, :used], y[:, :used].masked_fill(mask[:, :used] == 0, -1)
 
 
 @torch.no_grad()
 def algo_eval(model, task, lengths, block, seed=0, offset_max=0, n=256, device="cpu"):
     """Answer-token loss and exact match of model on n fixed examples with input lengths in
-    `lengths` (min, max): the one evaluation of algorithmic runs, in training and in evaluate.py."""
-    x, y = algo_targets(task, lengths, n, block, ("val", seed), offset_max)
+    `lengths` (min, max), every length of the range equally often (n >= max - min + 1): the one
+    evaluation of algorithmic runs, in training and in evaluate.py."""
+    x, y = algo_targets(task, lengths, n, block, ("val", seed), offset_max, cover=True)
     was = model.training
     model.eval()
     logits, loss = model(x.to(device), y.to(device))

@@ -556,10 +556,94 @@ def test_mixed_folder_extensions_and_algo_runs(tmp_path, capsys):
     assert set(lcr["outcomes"]) == {"retrieval"} and o["higher_is_better"]
     assert o["models"][0]["model"] == "count" and o["models"][0]["r2"] > 0.99
     assert {p["predictor"]: p for p in o["predictors"]}["pre-extension retrieval"]["n"] == 5
-    g = {(x["task"], x["variant"]): x for x in rep["lengen"]["groups"]}
-    assert set(g) == {("copy", "model.pos=nope"), ("copy", "model.pos=rope"), ("sort", "model.pos=nope"),
-                      ("sort", "model.pos=rope")}
-    assert g[("copy", "model.pos=nope")]["score"] == 0.5 and g[("copy", "model.pos=nope")]["by_length"]["32"] == 0.5
+    g = {(x["task"], x["encoding"]): x for x in rep["lengen"]["cells"]}
+    assert set(g) == {("copy", "nope"), ("copy", "rope"), ("sort", "nope"), ("sort", "rope")}
+    assert g[("copy", "nope")]["score"]["mean"] == 0.5 and g[("copy", "nope")]["by_length"]["32"]["mean"] == 0.5
     md = (tmp_path / "analysis.md").read_text()
     assert "8 algorithmic-task runs (config.algo) and 5 context extensions (lineage)" in md
     assert "## 5. Length generalisation" in md and "pre-extension retrieval" in md
+
+
+def write_algo(root, task, pos, seed, val_acc, past, lens=(16, 32, 48)):
+    """An algorithmic run: in-distribution exact match val_acc, exact match `past` in both bins past N."""
+    by_length = {str(lens[0]): {"lo": 1, "hi": lens[0], "exact": val_acc}}
+    by_length.update({str(b): {"lo": a + 1, "hi": b, "exact": past} for a, b in zip(lens, lens[1:])})
+    write_run(root, f"{task}_{pos}_s{seed}", {"algo": task, "algo_len": f"1,{lens[0]}", "bits": 16, "lr": 1.0,
+                                              "warmdown": 0.33, "seed": seed, "size": "0.1M", "model": {"pos": pos}},
+              {"val_loss": 0.1, "val_acc": val_acc}, model_config={"pos": pos, "swan": False, "chunk_layers": ""},
+              eval_={"score": past, "tasks": {task: {"train_len": [1, lens[0]], "by_length": by_length}}})
+
+
+def test_lengen_gate_excludes_cells_not_learned_in_distribution(tmp_path):
+    """A cell below the in-distribution gate is listed as excluded and gets no verdict, however well
+    it scores past N (alibi here); a learned cell whose RoPE reference is not learned gets no comparison."""
+    for seed in range(3):
+        write_algo(tmp_path, "copy", "rope", seed, 0.98 + 0.01 * seed, [0.1, 0.0, 0.2][seed])
+        write_algo(tmp_path, "copy", "nope", seed, 0.99, [0.5, 0.6, 0.7][seed])
+        write_algo(tmp_path, "copy", "hope", seed, 0.97, [0.2, 0.0, 0.1][seed])   # +0.0, 1 higher, 1 lower
+        write_algo(tmp_path, "copy", "alibi", seed, [0.5, 0.6, 0.4][seed], 0.9)  # not learned, "extrapolates"
+        write_algo(tmp_path, "sort", "rope", seed, 0.5, 0.0)
+        write_algo(tmp_path, "sort", "nope", seed, 0.95, 0.8)
+    assert analyze.main([str(tmp_path)]) == 0
+    assert "lengen_accuracy.png" in json.loads((tmp_path / "analysis.json").read_text())["plots"]
+    lg = json.loads((tmp_path / "analysis.json").read_text())["lengen"]
+    assert lg["gate"]["threshold"] == 0.9 and lg["reference"] == "rope"
+    assert [(x["task"], x["encoding"]) for x in lg["excluded"]] == [("copy", "alibi"), ("sort", "rope")]
+    assert lg["excluded"][0]["in_dist_mean"] == pytest.approx(0.5)
+    c = {(x["task"], x["encoding"]): x for x in lg["cells"]}
+    assert not c[("copy", "alibi")]["learned"] and c[("copy", "alibi")]["vs_reference"] is None
+    assert c[("copy", "alibi")]["verdict"].startswith("excluded") and c[("copy", "alibi")]["held_to"] is None
+    nope = c[("copy", "nope")]
+    assert nope["learned"] and nope["verdict"] == "better than rope" and nope["n"] == 3
+    assert nope["in_dist"]["per_seed"] == {"0": 0.99, "1": 0.99, "2": 0.99} and nope["in_dist"]["sd"] == pytest.approx(0)
+    assert nope["by_length"]["32"]["mean"] == pytest.approx(0.6) and nope["by_length"]["32"]["sd"] == pytest.approx(0.1)
+    p = nope["vs_reference"]["score"]
+    assert p["mean_diff"] == pytest.approx(0.5) and (p["wins"], p["losses"], p["n"]) == (3, 0, 3) and p["z"] > 0
+    assert set(nope["vs_reference"]["by_length"]) == {"32", "48"}  # the bins past N only
+    assert c[("copy", "hope")]["verdict"] == "no clear difference" and c[("copy", "rope")]["verdict"] == "reference"
+    assert c[("sort", "nope")]["verdict"] == "no comparison: rope not learned in distribution"
+    assert c[("copy", "rope")]["held_to"] == 16 and c[("copy", "nope")]["held_to"] == 16
+    md = (tmp_path / "analysis.md").read_text()
+    assert "Excluded by the gate (2 cells): copy/alibi (0.500), sort/rope (0.500)." in md
+    # a lower gate lets alibi in: its verdict is then computed like any other
+    assert analyze.main([str(tmp_path), "--no_plots", "--lengen_gate", "0.3", "--out", str(tmp_path / "low")]) == 0
+    lg = json.loads((tmp_path / "low" / "analysis.json").read_text())["lengen"]
+    assert [x["encoding"] for x in lg["excluded"]] == []
+    alibi = {(x["task"], x["encoding"]): x for x in lg["cells"]}[("copy", "alibi")]
+    assert alibi["verdict"] == "better than rope" and alibi["held_to"] == 48 and alibi["learned"]
+
+
+def test_posenc_loss_and_gated_retrieval_by_length(tmp_path):
+    """posenc: text runs give loss by length per encoding (paired against RoPE past the training
+    length); passkey-trained runs give retrieval by length, gated at the training length."""
+    lens = (128, 256, 512)
+    for seed in range(2):
+        for pos, loss, exact in (("rope", (4.0, 4.5, 5.0), (1.0, 0.2, 0.0)), ("nope", (4.1, 4.2, 4.3), (1.0, 0.9, 0.8)),
+                                 ("alibi", (4.0, 4.1, 4.1), (0.5, 0.5, 0.5))):
+            cfg = {"bits": 16, "lr": 1.0, "warmdown": 0.33, "seed": seed, "size": "0.1M", "block_size": 128,
+                   "model": {"pos": pos}}
+            ppl = {"by_length": {str(L): x + 0.01 * seed for L, x in zip(lens, loss)},
+                   "longppl": {"by_length": {str(L): {"longppl": 20.0} for L in lens}}}
+            write_run(tmp_path, f"{pos}_s{seed}", cfg, {"val_loss": loss[0]}, model_config={"pos": pos, "block_size": 128},
+                      eval_={"score": None, "ppl": ppl, "tasks": {}})
+            tasks_ = {"passkey": {"by_length": {str(L): {"exact": x, "rank": 1.0} for L, x in zip(lens, exact)}}}
+            write_run(tmp_path, f"{pos}_passkey_s{seed}", {**cfg, "task_mix": 1.0, "task_list": "passkey"},
+                      {"val_loss": 9.0}, model_config={"pos": pos, "block_size": 128},
+                      eval_={"score": sum(exact[1:]) / 2, "ppl": None, "tasks": tasks_})
+    assert analyze.main([str(tmp_path)]) == 0
+    assert os.path.exists(tmp_path / "posenc_length.png")
+    pe = json.loads((tmp_path / "analysis.json").read_text())["posenc"]
+    c = {(x["training"], x["encoding"]): x for x in pe["cells"]}
+    assert set(c) == {(t, p) for t in ("text", "task_mix:passkey") for p in ("rope", "nope", "alibi")}
+    nope = c[("text", "nope")]
+    assert nope["n"] == 2 and nope["loss_by_length"]["512"]["mean"] == pytest.approx(4.305)
+    assert nope["vs_reference"]["loss"]["512"]["mean_diff"] == pytest.approx(-0.7)
+    assert set(nope["vs_reference"]["loss"]) == {"256", "512"} and nope["learned"] is None
+    pk = c[("task_mix:passkey", "nope")]
+    assert pk["learned"] and pk["retrieval"]["passkey"]["exact"]["256"]["mean"] == pytest.approx(0.9)
+    assert pk["vs_reference"]["score"]["mean_diff"] == pytest.approx(0.75) and pk["verdict"] == "better than rope"
+    assert c[("task_mix:passkey", "alibi")]["learned"] is False
+    assert c[("task_mix:passkey", "alibi")]["verdict"].startswith("excluded")
+    assert pe["excluded"] == [{"training": "task_mix:passkey", "encoding": "alibi", "n": 2}]
+    md = (tmp_path / "analysis.md").read_text()
+    assert "## 6. Positional encodings" in md and "task_mix:passkey-trained: passkey retrieval" in md

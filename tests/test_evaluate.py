@@ -4,6 +4,8 @@ import math
 import os
 import subprocess
 import sys
+from collections import Counter
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -283,6 +285,27 @@ def test_retrieval_score_hand_made():
 
 def test_algo_bins():
     assert E.algo_bins(1, [16, 32, 48]) == [(1, 16), (17, 32), (33, 48)]
+
+
+def test_algo_bins_evaluate_exactly_their_lengths():
+    """eval_algo's bins tile the lengths generated: each bin's examples have input lengths inside
+    the bin, every length of the bin appears (equally often), and the bins together are 1..3N."""
+    class Recorder(torch.nn.Module):  # a model that answers nothing and records what it is shown
+        config = SimpleNamespace(block_size=40)
+        seen = []
+
+        def forward(self, x, y):
+            self.seen.append([r.index(tasks.SEP) - r.index(tasks.BOS) - 1 for r in x.tolist()])
+            return torch.zeros(*x.shape, len(tasks.ALGO_VOCAB)), torch.zeros(())
+    tc = train.TrainConfig(algo="sort", algo_len="1,16", algo_offset=2)
+    model = Recorder()
+    out = E.eval_algo(model, tc, [16, 32, 48], 64)
+    assert [(b["lo"], b["hi"]) for b in out["by_length"].values()] == [(1, 16), (17, 32), (33, 48)]
+    for (lo, hi), lens in zip(E.algo_bins(1, [16, 32, 48]), model.seen):
+        assert Counter(lens) == {n: 4 for n in range(lo, hi + 1)}
+    assert sorted(set().union(*map(set, model.seen))) == list(range(1, 49))
+    with pytest.raises(E.UserError, match="fewer than the 16 input lengths"):
+        E.eval_algo(model, tc, [16, 32, 48], 15)
 
 
 def run_cli(*args):

@@ -43,10 +43,10 @@ COUNTS = {  # (study, scale) -> lines of the full grid
     ("qat-probes", "paper"): 54 + 18 + 36 + 135 + 320 - 12,
     ("longctx", "tiny"): 2 * 2 * 2 * 2 * 3,         # qk_norm x GQA x SWA x context x 3 seeds
     ("longctx", "paper"): 2 * 2 * 2 * 2 * 3,
-    ("posenc", "tiny"): 7 * 2,                      # 5 --pos + swan + chunk, x seeds
-    ("posenc", "paper"): 7 * 3,
-    ("lengen", "tiny"): 4 * 5 * 1,                  # tasks x --pos x seeds
-    ("lengen", "paper"): 7 * 5 * 3,
+    ("posenc", "tiny"): 7 * 2 * 2,                  # (5 --pos + swan + chunk) x seeds x (text, passkey)
+    ("posenc", "paper"): 7 * 3,                     # text runs only
+    ("lengen", "tiny"): 4 * 6 * 3 + 3,              # 4 tasks x (5 --pos + swan) x seeds + parity/rope x seeds
+    ("lengen", "paper"): 8 * 7 * 3,                 # tasks x (5 --pos + swan + chunk) x seeds
 }
 N_QAT = COUNTS[("qat", "tiny")]  # the tiny grid the pool tests run with the stub
 
@@ -205,17 +205,36 @@ def test_posenc_and_lengen_grids(env):
     lines = sweep(env, "-n", "posenc").stdout.splitlines()
     assert {flag(train_steps(l), "--pos") for l in lines} == {"rope", "nope", "alibi", "hope", "expe", None}
     assert any("--swan true" in l for l in lines) and any("--chunk_layers" in l for l in lines)
+    kinds = {}
     for l in lines:  # train short, evaluate long
-        train_len = int(flag(train_steps(l), "--block_size"))
+        a = train_steps(l)
+        train_len = int(flag(a, "--block_size"))
         ev = shlex.split(l.split(" && ")[1])
         assert ev[1] == "evaluate.py" and max(map(int, flag(ev, "--lengths").split(","))) >= 4 * train_len
+        # tiny: a text run scored on loss by length, and a passkey-trained run scored on passkey retrieval
+        kind = "passkey" if flag(a, "--task_mix") else "text"
+        assert flag(ev, "--tasks") == ("passkey" if kind == "passkey" else "ppl")
+        assert kind == "text" or (flag(a, "--task_list"), flag(a, "--task_loss"), flag(ev, "--score")) == \
+            ("passkey", "answer", "exact")
+        assert ("--logn" in ev) == ("--swan" in a)
+        kinds.setdefault(kind, set()).add((flag(a, "--pos"), "--swan" in a, flag(a, "--chunk_layers"), flag(a, "--seed")))
+    assert len(kinds["text"]) == len(kinds["passkey"]) == 14 and kinds["text"] == kinds["passkey"]
     lines = sweep(env, "-n", "lengen").stdout.splitlines()
+    cells = {}
     for l in lines:
         a = train_steps(l)
         n = int(flag(a, "--algo_len").split(",")[1])
         ev = shlex.split(l.split(" && ")[1])
-        assert flag(a, "--algo") == flag(ev, "--tasks") and max(map(int, flag(ev, "--lengths").split(","))) == 3 * n
-    assert {flag(train_steps(l), "--algo") for l in lines} == {"copy", "reverse", "sort", "parity"}
+        assert flag(a, "--algo") == flag(ev, "--tasks") and flag(ev, "--lengths") == f"{n},{2 * n},{3 * n}"
+        enc = "swan" if "--swan" in a else flag(a, "--pos")
+        cells.setdefault((flag(a, "--algo"), enc), set()).add(flag(a, "--seed"))
+    assert {t for t, _ in cells} == {"copy", "reverse", "sort", "parity_scratch", "parity"}
+    assert all(len(s) >= 3 for s in cells.values())  # >= 3 seeds per cell
+    for t in ("copy", "reverse", "sort", "parity_scratch"):
+        assert {e for tt, e in cells if tt == t} == {"rope", "nope", "alibi", "hope", "expe", "swan"}
+    assert {e for t, e in cells if t == "parity"} == {"rope"}
+    lines = sweep(env, "-n", "lengen", SCALE="paper").stdout.splitlines()
+    assert {flag(train_steps(l), "--algo") for l in lines} == set(train.tasks.ALGO_TASKS)
 
 
 @pytest.mark.parametrize("scale", ["tiny", "paper"])
@@ -305,9 +324,10 @@ def test_gpu_slots_and_logs(env):
     p = sweep(env, "posenc", GPUS="5,7", JOBS="")
     assert p.returncode == 0, p.stderr
     runs = calls(env)
-    assert len(runs) == 14 and {c for c, _, _ in runs} == {"5", "7"}  # JOBS defaults to the GPU count
+    n = COUNTS[("posenc", "tiny")]
+    assert len(runs) == n and {c for c, _, _ in runs} == {"5", "7"}  # JOBS defaults to the GPU count
     logs = os.listdir(os.path.join(env["OUT"], "posenc", "logs"))
-    assert len(logs) == 14 and all(l.endswith(".log") for l in logs)
+    assert len(logs) == n and all(l.endswith(".log") for l in logs)
 
 
 def test_failed_job_reported_others_run(env):

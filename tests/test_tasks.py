@@ -210,6 +210,9 @@ def test_algo_answers():
     assert A("reverse", list("123")) == list("321")
     assert A("sort", list("3141")) == list("1134")
     assert A("parity", list("1101")) == ["1"] and A("parity", list("11")) == ["0"]
+    # scratchpad parity: running prefix parities by hand (1, 1^1, 1^1^0, 1^1^0^1); the last is the parity
+    assert A("parity_scratch", list("1101")) == list("1001") and A("parity_scratch", list("0")) == ["0"]
+    assert A("parity_scratch", list("0110")) == list("0100") and A("parity_scratch", list("111")) == list("101")
     assert A("majority", list("1101")) == ["1"] and A("majority", list("1100")) == ["0"]
     # little-endian: 3 (110) + 5 (101) = 8 (0001)
     assert A("addition", list("110+101")) == list("0001")
@@ -229,7 +232,7 @@ def test_algo_example_and_batch(task):
         sep = sym.index("SEP")
         assert sym[sep + 1:-1] == tasks.algo_answer(task, sym[4:sep])
         assert m == [0] * (sep + 1) + [1] * (len(ids) - sep - 1)
-        if task in ("copy", "reverse", "sort", "parity", "majority"):
+        if task in ("copy", "reverse", "sort", "parity", "parity_scratch", "majority"):
             assert sep - 4 == n
         for seed in range(5):  # the length is fixed by (task, n, offset): train.py checks it fits
             assert tasks.algo_example_len(task, n, 3) == len(tasks.algo_example(task, n, random.Random(seed), 3)[0])
@@ -245,6 +248,44 @@ def test_algo_example_and_batch(task):
         assert mask[b].sum().item() == len(want)
     x2, y2, m2 = tasks.algo_batch(task, 4, 12, 16, 64, random.Random(1), offset_max=5)
     assert torch.equal(x, x2) and torch.equal(mask, m2)
+
+
+def input_lengths(x):
+    """Input length of each row of an algo batch: the symbols between BOS and SEP."""
+    return [r.index(tasks.SEP) - r.index(tasks.BOS) - 1 for r in x.tolist()]
+
+
+def test_algo_eval_batches_cover_their_length_range():
+    """Evaluation batches (cover=True) hold every input length of the range, equally often, and no
+    other; training batches draw lengths at random from the same range."""
+    x, y = tasks.algo_targets("copy", (17, 32), 256, 128, ("val", 0), offset_max=3, cover=True)
+    assert Counter(input_lengths(x)) == {n: 16 for n in range(17, 33)}
+    x, y = tasks.algo_targets("sort", (1, 16), 64, 128, 5)
+    assert set(input_lengths(x)) <= set(range(1, 17)) and len(set(input_lengths(x))) > 8
+
+
+@pytest.mark.parametrize("flags", [dict(pos="rope"), dict(pos="nope"), dict(pos="alibi"), dict(pos="hope"),
+                                   dict(pos="expe"), dict(swan=True, window=8, global_every=2),
+                                   dict(chunk_layers="1", chunk_size=8)])
+def test_algo_padding_trim_keeps_loss_and_logits(flags):
+    """algo_targets drops the all-PAD tail columns: the answer loss and the logits of every kept
+    position equal those of the untrimmed block-wide batch (causal model; positional tables from
+    the config), for every positional variant."""
+    from model import GPT, GPTConfig
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=len(tasks.ALGO_VOCAB), n_layer=2, n_embd=32, n_head=4, block_size=64,
+                          **flags)).eval()
+    for p in model.parameters():  # zero-initialised projections would hide a difference
+        torch.nn.init.normal_(p, std=0.3) if p.ndim == 2 else None
+    x, y = tasks.algo_targets("reverse", (3, 12), 8, 64, 7, offset_max=4)
+    xf, yf, mf = tasks.algo_batch("reverse", 3, 12, 8, 64, random.Random("7"), 4)
+    T = x.shape[1]
+    assert T < 64 and torch.equal(x, xf[:, :T]) and (mf[:, T:] == 0).all() and mf[:, T - 1].any()
+    assert torch.equal(y, yf.masked_fill(mf == 0, -1)[:, :T])
+    with torch.no_grad():
+        lt, loss_t = model(x, y)
+        lf, loss_f = model(xf, yf.masked_fill(mf == 0, -1))
+    assert torch.allclose(lt, lf[:, :T], atol=1e-5) and loss_t.item() == pytest.approx(loss_f.item(), abs=1e-6)
 
 
 def test_algo_exact_match():
