@@ -539,7 +539,7 @@ def penalty_report(recs, order, fit_sizes=None, level=0.95, ref_lr=1.0, ref_warm
     return {"level": level, "ref_lr": ref_lr, "ref_warmdown": ref_warmdown, "laws": out}
 
 
-def grid_report(recs):
+def grid_report(recs, order):
     """Weight-to-grid distance (mean |w/s - round(w/s)|, see quant.grid_distance): each numeric entry of grid_distance other than
     "bits" is a distance on the grid_distance["bits"] grid. Ratio = mean over matched seeds of the QAT
     run's distance / mean of the FP16 run's (same variant, size, lr, warmdown, seed; QAT seed ~1.04)."""
@@ -551,7 +551,8 @@ def grid_report(recs):
             if gb is not None and k != "bits" and num(val) is not None:
                 d[(x["variant"], int(gb), k, x["size"], x["lr"], x["warmdown"])][x["bits"]][x["seed"]] = num(val)
     rows = []
-    for key in sorted(d, key=lambda t: tuple(map(str, t))):
+    # by variant, grid, entry, size (model size order, as every other section), lr, warmdown
+    for key in sorted(d, key=lambda t: (str(t[0]), t[1], str(t[2]), order.get(t[3], 0), str(t[3]), t[4], t[5])):
         fp = d[key].get(16, {})
         for b in sorted((b for b in d[key] if b != 16), reverse=True):
             q = d[key][b]
@@ -1457,7 +1458,7 @@ def main(argv=None):
     sections = [("qat", lambda: qat_report(recs, order), lambda r: r["cells"], qat_md),
                 ("penalty_law", lambda: penalty_report(recs, order, fit_sizes, args.level, args.ref_lr, args.ref_warmdown),
                  lambda r: r["laws"], penalty_md),
-                ("grid_distance", lambda: grid_report(recs), lambda r: r["rows"], grid_md),
+                ("grid_distance", lambda: grid_report(recs, order), lambda r: r["rows"], grid_md),
                 ("longctx", lambda: longctx_report(runs), lambda r: r["outcomes"], longctx_md),
                 ("lengen", lambda: lengen_report(runs, args.lengen_gate, args.lengen_margin), lambda r: r["cells"],
                  lengen_md),
