@@ -367,9 +367,11 @@ def run_kind(run):
 def records(runs):
     """One record per run of the QAT grid: variant, bits, size, lr, warmdown, seed, loss (the deployed
     metrics.val_loss), N (params.non_embedding) and grid_distance. Algorithmic-task runs and context
-    extensions are not part of it. Returns (records, {"missing": runs lacking a grid field,
-    "algo": algorithmic runs, "extension": extended runs})."""
-    grid, skipped = [], {"missing": 0, "algo": 0, "extension": 0}
+    extensions are not part of it, nor runs with nothing to compare: a (variant, size) with one
+    bit-width and one warmdown (the pretraining runs of a long-context or positional sweep). Returns
+    (records, {"missing": runs lacking a grid field, "algo": algorithmic runs, "extension": extended
+    runs, "single": runs with nothing to compare})."""
+    grid, skipped = [], {"missing": 0, "algo": 0, "extension": 0, "single": 0}
     for r in runs:
         kind = run_kind(r)
         if kind != "lm":
@@ -404,7 +406,12 @@ def records(runs):
     if dups:
         warn(f"{len(dups)} runs repeat a (bits, size, lr, warmdown, seed) already seen and are ignored, "
              f"e.g. {dups[0]}")
-    return recs, skipped
+    axes = defaultdict(set)
+    for x in recs:
+        axes[(x["variant"], x["size"])].add((x["bits"], x["warmdown"]))
+    single = {g for g, a in axes.items() if len({b for b, _ in a}) < 2 and len({w for _, w in a}) < 2}
+    skipped["single"] = sum((x["variant"], x["size"]) in single for x in recs)
+    return [x for x in recs if (x["variant"], x["size"]) not in single], skipped
 
 
 def budgets(runs):
@@ -1444,12 +1451,14 @@ def main(argv=None):
     order = size_order(recs)
     fit_sizes = [s.strip() for s in args.fit_sizes.split(",") if s.strip()] if args.fit_sizes else None
     other = [f"{n} {what}" for n, what in ((skipped["algo"], "algorithmic-task runs (config.algo)"),
-                                           (skipped["extension"], "context extensions (lineage)")) if n]
+                                           (skipped["extension"], "context extensions (lineage)"),
+                                           (skipped["single"], "runs with one bit-width and one warmdown in their "
+                                                               "variant and size (nothing to compare)")) if n]
     lines = [f"# Analysis of {len(runs)} runs", "", f"Folders: {', '.join(args.folders)}. "
              f"{skipped['missing']} runs lack one of config.bits/size/lr/warmdown/seed or metrics.val_loss and are "
              f"not in the QAT tables" + (f"; neither are {' and '.join(other)}." if other else "."), ""]
     rep = {"n_runs": len(runs), "n_skipped_qat": skipped["missing"], "n_algo": skipped["algo"],
-           "n_extension": skipped["extension"]}
+           "n_extension": skipped["extension"], "n_no_comparison": skipped["single"]}
     unknown = set(fit_sizes or []) - set(order)
     if unknown:
         warn(f"--fit_sizes names sizes with no QAT-grid runs: {', '.join(sorted(unknown))} "
