@@ -1372,11 +1372,15 @@ def plot_all(rep, outdir):
                 col = colour.setdefault(c["encoding"], f"C{len(colour) % 10}")
                 ax.plot(x, m, "o-" if c["learned"] is not False else "x--", color=col,
                         label=c["encoding"] + (" (not learned)" if c["learned"] is False else ""))
-                ax.fill_between(x, m - sd, m + sd, color=col, alpha=0.15)
+                lo, hi = (np.clip(m - sd, 0, 1), np.clip(m + sd, 0, 1)) if ylabel == "exact match" else (m - sd, m + sd)
+                ax.fill_between(x, lo, hi, color=col, alpha=0.15)
             tl = next((c["train_len"] for c, _ in series if c["train_len"]), None)
             if tl:
                 ax.axvline(tl, color="grey", ls=":", lw=1)
             ax.set(title=title, xlabel="evaluation length (tokens)", ylabel=ylabel, xscale="log")
+            lengths = sorted({parse_int(L) for _, by_len in series for L in by_len})
+            ax.set_xticks(lengths, [str(L) for L in lengths])  # the evaluated lengths, not 2x10^2 ...
+            ax.minorticks_off()
             ax.legend(fontsize=6)
         save(fig, "posenc_length.png")
     lc = rep.get("longctx")
