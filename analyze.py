@@ -210,7 +210,7 @@ def factorial_design(Z, model, names=None):
 
 
 def remove_one(Z, y, s2, dof, level=0.95):
-    """The reviewers' test of the count hypothesis: the increment of each feature on top of the
+    """The remove-one test of the count hypothesis: the increment of each feature on top of the
     others, mean(all features) - mean(all but feature i), with a level-CI from the pooled
     within-cell variance s2 on dof degrees of freedom; and the F test that the increments are equal
     (the count hypothesis: equal means of the k cells with one feature removed)."""
