@@ -838,6 +838,21 @@ def paired_acc(a, b):
     return {"n": pz["n"], "mean_diff": pz["mean_diff"], "z": pz["z"], "wins": pz["wins_b"], "losses": pz["wins_a"]}
 
 
+def cells_by_seed(keyed, what):
+    """{key: {seed: run}} from (key, run) pairs; a run repeating a (key, seed) is ignored with a
+    warning naming `what` the key is made of."""
+    cells, dups = {}, []
+    for key, r in keyed:
+        seed = r["config"].get("seed")
+        if seed in cells.setdefault(key, {}):
+            dups.append(r["run_name"])
+            continue
+        cells[key][seed] = r
+    if dups:
+        warn(f"{len(dups)} runs repeat a ({what}, seed) already seen and are ignored, e.g. {dups[0]}")
+    return cells
+
+
 def lengen_report(runs, gate=0.9, margin=0.05, reference="rope"):
     """Algorithmic-task runs (train.py --algo), one cell per (task, encoding, variant) over seeds:
     in-distribution exact match (metrics.val_acc), exact match per input-length bin and the score
@@ -853,25 +868,16 @@ def lengen_report(runs, gate=0.9, margin=0.05, reference="rope"):
     by_task = defaultdict(list)
     for r in algo:
         by_task[str(r["config"]["algo"])].append(r)
-    cells, dups = {}, []
+    keyed = []
     for task in sorted(by_task):
         rs = by_task[task]
         fields = [{k: v for k, v in variant_fields(r["config"]).items()
                    if (k.startswith("model.") and k[6:] not in ENCODING_KEYS)
                    or k in ("algo_len", "algo_offset", "block_size", "iters")} for r in rs]
         varying = sorted({k for f in fields for k in f if len({g.get(k) for g in fields}) > 1})
-        for r, f in zip(rs, fields):
-            key = (task, encoding({**r["model_config"], **r["config"]["model"]}),
-                   ",".join(f"{k}={f.get(k)}" for k in varying))
-            seed = r["config"].get("seed")
-            c = cells.setdefault(key, {})
-            if seed in c:
-                dups.append(r["run_name"])
-                continue
-            c[seed] = r
-    if dups:
-        warn(f"{len(dups)} algorithmic runs repeat a (task, encoding, variant, seed) already seen and are "
-             f"ignored, e.g. {dups[0]}")
+        keyed += [((task, encoding({**r["model_config"], **r["config"]["model"]}),
+                    ",".join(f"{k}={f.get(k)}" for k in varying)), r) for r, f in zip(rs, fields)]
+    cells = cells_by_seed(keyed, "task, encoding, variant")
     out = {}
     for (task, enc, variant), by_seed in cells.items():
         seeds = sorted(by_seed, key=lambda s: (num(s) is None, num(s) or 0))
@@ -963,18 +969,11 @@ def posenc_report(runs, gate=0.9, margin=0.05, reference="rope"):
            and any(k in r["config"]["model"] for k in POSENC_FLAGS)]
     if not sel:
         return None
-    cells, dups = {}, []
-    for r in sel:
+    def key(r):
         c = r["config"]
         training = f"task_mix:{c.get('task_list')}" if (num(c.get("task_mix")) or 0) > 0 else "text"
-        key = (training, encoding({**r["model_config"], **c["model"]}), c.get("block_size"))
-        if c.get("seed") in cells.setdefault(key, {}):
-            dups.append(r["run_name"])
-            continue
-        cells[key][c.get("seed")] = r
-    if dups:
-        warn(f"{len(dups)} posenc runs repeat a (training, encoding, length, seed) already seen and are ignored, "
-             f"e.g. {dups[0]}")
+        return training, encoding({**r["model_config"], **c["model"]}), c.get("block_size")
+    cells = cells_by_seed([(key(r), r) for r in sel], "training, encoding, length")
     out = {}
     for (training, enc, block), by_seed in cells.items():
         seeds = sorted(by_seed, key=lambda s: (num(s) is None, num(s) or 0))

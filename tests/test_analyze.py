@@ -649,3 +649,16 @@ def test_posenc_loss_and_gated_retrieval_by_length(tmp_path):
     assert pe["excluded"] == [{"training": "task_mix:passkey", "encoding": "alibi", "n": 2}]
     md = (tmp_path / "analysis.md").read_text()
     assert "## 6. Positional encodings" in md and "task_mix:passkey-trained: passkey retrieval" in md
+
+
+def test_lengen_repeated_seed_is_ignored_with_a_warning(tmp_path, capsys):
+    """Two runs of one (task, encoding, seed) in the folders: the first one read counts, the other is
+    named in a one-line warning; the cell has that seed once."""
+    for seed in range(2):
+        write_algo(tmp_path, "copy", "rope", seed, 0.99, 0.1)
+    write_algo(tmp_path / "again", "copy", "rope", 0, 0.99, 0.9)  # seed 0 once more, another score
+    assert analyze.main([str(tmp_path), "--no_plots"]) == 0
+    err = capsys.readouterr().err
+    assert "1 runs repeat a (task, encoding, variant, seed) already seen" in err
+    cell, = json.loads((tmp_path / "analysis.json").read_text())["lengen"]["cells"]
+    assert cell["n"] == 2 and cell["seeds"] == [0, 1]
