@@ -14,7 +14,7 @@ import json
 import math
 import os
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import torch
@@ -271,14 +271,13 @@ def evaluate(model, tokens, token_bytes, block_size, batch_size=16, max_tokens=0
     for i in range(0, len(wins), batch_size):
         chunk = wins[i:i + batch_size]
         xy = np.stack([tokens[w * width: w * width + width + 1] for w in chunk]).astype(np.int64)
+        if token_bytes is not None:  # counted on the host copy: no device round trip per batch
+            tot[2] += float(token_bytes[xy[:, 1:]].sum())
         xy = torch.from_numpy(xy).to(device)
         with cli.autocast(device):
             _, loss = model(xy[:, :-1], xy[:, 1:], reduction="none")
-        tgt = xy[:, 1:].cpu().numpy()
         tot[0] += loss.double().sum()
         tot[1] += loss.numel()
-        if token_bytes is not None:
-            tot[2] += float(token_bytes[tgt].sum())
     cli.all_reduce_sum(tot, dist_info)
     model.train(was_training)
     loss = (tot[0] / tot[1]).item()
@@ -294,13 +293,7 @@ def save_checkpoint(path, model, opts, step, cfg, mcfg, extra=None):
     ckpt = dict(kind="gpt-run", model=model.state_dict(), optimizers=[o.state_dict() for o in opts],
                 step=step, train_config=asdict(cfg), model_config=asdict(mcfg),
                 rng=dict(torch=torch.get_rng_state()), extra=extra or {})
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        torch.save(ckpt, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    atomic_write(path, lambda f: torch.save(ckpt, f), "wb")
 
 
 def load_checkpoint(path):
@@ -329,7 +322,7 @@ def model_from_checkpoint(ckpt, **overrides):
         model = GPT(GPTConfig.from_dict({**ckpt["model_config"], **overrides}))
         model.load_state_dict(ckpt["model"])
     except (ValueError, RuntimeError, TypeError, AttributeError) as e:
-        raise UserError(f"checkpoint does not match this model code: {str(e).splitlines()[0]}") from None
+        raise UserError(f"checkpoint does not match this model code: {cli.first_line(e)}") from None
     return model
 
 
@@ -503,7 +496,7 @@ def restore(run):
         run.tokens_done, run.train_time, run.wall = (float(clock.get(k, 0)) for k in ("tokens_done", "train_time", "wall"))
     except (RuntimeError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise UserError(f"incompatible checkpoint {run.path('ckpt.pt')}: "
-                        f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}") from None
+                        f"{type(e).__name__}: {cli.first_line(e)}") from None
 
 
 def truncate_log(run):
@@ -538,12 +531,12 @@ def smooth_steps(iters):
     return max(1, iters // 20)  # the smoothed train loss averages the last 5% of steps
 
 
-def val_fn(run, model, max_tokens=0, block=None):
+def val_fn(run, model, max_tokens=0):
     """The run's validation: val loss of the corpus, or exact match for --algo runs."""
     if run.cfg.algo:
         return tasks.algo_eval(model, run.cfg.algo, algo_lengths(run.cfg), run.mcfg.block_size, run.cfg.seed,
                                run.cfg.algo_offset, device=run.dist.device)
-    return evaluate(model, run.corpus.val, run.corpus.token_bytes, block or run.mcfg.block_size,
+    return evaluate(model, run.corpus.val, run.corpus.token_bytes, run.mcfg.block_size,
                     max_tokens=max_tokens, device=run.dist.device, dist_info=run.dist)
 
 
@@ -614,7 +607,8 @@ def loop(run):
             log.flush()
         if pbar:
             pbar.update(1)
-            pbar.set_postfix(loss=f"{loss:.3f}", lr=f"{mult:.2f}", tok_s=f"{run.tokens_done / run.train_time:.0f}")
+            pbar.set_postfix(loss=f"{loss:.3f}", lr=f"{mult:.2f}", tok_s=f"{run.tokens_done / run.train_time:.0f}",
+                             refresh=False)  # drawn with the bar's own refresh, not every step
         if run.step % cfg.ckpt_every == 0 and run.step < iters:
             checkpoint(run, "ckpt.pt")
     if pbar:
@@ -677,7 +671,11 @@ def train(cfg):
             print(f"{run.out_dir} already finished; nothing to resume")
             return read_result(run.out_dir)
         loop(run)
-        return finish(run)
+        result = finish(run)
+        if run.dist.ddp:  # no rank tears the process group down while another still uses it
+            import torch.distributed as dist
+            dist.barrier()
+        return result
     finally:
         release(run)
         if run.dist.ddp:
