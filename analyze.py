@@ -27,7 +27,7 @@ from collections import defaultdict
 import numpy as np
 from scipy import stats
 
-from cli import OneLineParser, atomic_write, finite_float
+from cli import OneLineParser, atomic_write, clean, finite_float
 
 # config keys that split runs into separate studies (probes: AdamW, cosine, longer training, late QAT,
 # clip rule) so that the QAT tables never average across them. A key splits only where it varies
@@ -1411,17 +1411,6 @@ def plot_longctx(lc, plt):
 # -----------------------------------------------------------------------------
 
 
-def jsonable(x):
-    """NaN/inf -> null, numpy scalars -> Python, tuples -> lists: strict JSON."""
-    if isinstance(x, dict):
-        return {str(k): jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [jsonable(v) for v in x]
-    if isinstance(x, np.generic):
-        x = x.item()
-    return None if isinstance(x, float) and not math.isfinite(x) else x
-
-
 def main(argv=None):
     ap = OneLineParser(description="Statistics and reports over result.json / eval.json files.")
     ap.add_argument("folders", nargs="+", help="folders searched recursively for result.json")
@@ -1497,7 +1486,7 @@ def main(argv=None):
                 warn(f"plots skipped: {type(e).__name__}: {e}")
         md = "\n".join(lines) + "\n"
         atomic_write(os.path.join(out, "analysis.md"), md)
-        atomic_write(os.path.join(out, "analysis.json"), json.dumps(jsonable(rep), indent=1, allow_nan=False) + "\n")
+        atomic_write(os.path.join(out, "analysis.json"), json.dumps(clean(rep), indent=1, allow_nan=False) + "\n")
     except OSError as e:
         warn(f"cannot write to {out}: {e}")
         return 1

@@ -24,6 +24,8 @@ import platform
 import subprocess
 import sys
 
+import numpy as np
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -117,11 +119,12 @@ def main(body, interrupted="interrupted"):
 # Files: written whole or not at all
 
 def atomic_write(path, data, mode="w"):
-    """Write to a temp file in the same folder, then rename: readers never see half a file."""
+    """Write to a temp file in the same folder, then rename: readers never see half a file. data:
+    what to write, or a function that writes into the open file (e.g. a torch.save)."""
     tmp = f"{path}.tmp{os.getpid()}"
     try:
         with open(tmp, mode) as f:
-            f.write(data)
+            data(f) if callable(data) else f.write(data)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -129,12 +132,20 @@ def atomic_write(path, data, mode="w"):
 
 
 def clean(x):
-    """NaN / inf anywhere -> None, so the JSON is strict and pandas reads it."""
+    """Strict JSON that pandas reads: NaN / inf anywhere -> None, numpy scalars -> Python numbers
+    (not the strings json's default=str would make of them), tuples -> lists, keys -> str."""
     if isinstance(x, dict):
-        return {k: clean(v) for k, v in x.items()}
+        return {str(k): clean(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
         return [clean(v) for v in x]
+    if isinstance(x, np.generic):
+        x = x.item()
     return None if isinstance(x, float) and not math.isfinite(x) else x
+
+
+def first_line(e):
+    """The first line of an exception's message (its type name when the message is empty)."""
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
 
 
 def write_json(path, obj):

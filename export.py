@@ -107,7 +107,7 @@ def load_artefact(path):
         model = GPT(GPTConfig.from_dict(art["model_config"]))
         model.load_state_dict(sd)
     except (ValueError, RuntimeError, TypeError, KeyError) as e:
-        raise UserError(f"artefact does not match this model code: {str(e).splitlines()[0]}") from None
+        raise UserError(f"artefact does not match this model code: {cli.first_line(e)}") from None
     set_qat(model, False)
     return model.eval()
 
