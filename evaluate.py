@@ -589,9 +589,7 @@ def short_val_loss(model, corpus, block, ec, device):
 def evaluate_run(ec):
     t0 = time.time()
     device = cli.resolve_device(ec.device)
-    model, tc, ckpt = train.load_run(ec.run, ec.ckpt)
-    if ec.logn:
-        model = train.model_from_checkpoint(ckpt, logn_scale=True)
+    model, tc, _ = train.load_run(ec.run, ec.ckpt, **({"logn_scale": True} if ec.logn else {}))
     model.to(device).eval()
     mcfg, train_len = model.config, model.config.block_size
     if tc.algo:

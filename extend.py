@@ -173,9 +173,9 @@ def planned_tokens(cfg, block):
     return steps * cfg.batch_size * block
 
 
-def resolve_budget(ec):
+def resolve_budget(ec, loaded):
     """The continued-training budget of the whole extension: None (training-free), {"iters": N} or
-    {"tokens": T}, with where it came from."""
+    {"tokens": T}, with where it came from. loaded: the parent, as train.load_run gives it."""
     given = {k: getattr(ec, k) for k in ("token_frac", "tokens", "iters") if getattr(ec, k)}
     if any(v < 0 for v in given.values()):
         raise UserError("--token_frac, --tokens and --iters must be >= 0")
@@ -190,7 +190,7 @@ def resolve_budget(ec):
         return dict(source="iters", iters=val)
     if src == "tokens":
         return dict(source="tokens", tokens=val)
-    model, cfg, _ = train.load_run(ec.run, ec.ckpt)
+    model, cfg, _ = loaded
     parent = planned_tokens(cfg, model.config.block_size)
     return dict(source="token_frac", token_frac=val, parent_tokens=parent, tokens=max(1, round(val * parent)))
 
@@ -204,12 +204,12 @@ def stage_steps(share, batch, block):
     return max(1, round(share["tokens"] / (batch * block)))
 
 
-def prepare(ec, parent, which, factor, share, out_dir):
+def prepare(ec, parent, which, factor, share, out_dir, loaded=None):
     """Everything checked, nothing written: (model, cfg, lineage) of one extension stage; share: this
     stage's part of the budget."""
     if os.path.realpath(out_dir) == os.path.realpath(parent):
         raise UserError(f"--out_dir {out_dir} is the parent run itself")
-    model, parent_cfg, ckpt = train.load_run(parent, which)
+    model, parent_cfg, ckpt = loaded or train.load_run(parent, which)
     mc = model.config
     check_method(mc, ec, parent_cfg.algo)
     new = extended_fields(mc, ec, factor)
@@ -261,12 +261,13 @@ def stages(ec, budget=None):
 def extend(ec):
     """Run the stages in order. A finished stage is kept (--overwrite redoes it), an unfinished one
     resumes from its checkpoint, a new one starts from its init.pt."""
-    budget = resolve_budget(ec)
+    loaded = train.load_run(ec.run, ec.ckpt)  # the parent, read once for the budget and stage 1
+    budget = resolve_budget(ec, loaded)
     plan = stages(ec, budget)
     final = plan[-1][4]
     if os.path.exists(os.path.join(final, "result.json")) and not ec.overwrite:
         raise UserError(f"{final} already holds a finished run; use --overwrite or another --out_dir")
-    model, cfg, lineage = prepare(ec, *plan[0])  # stage 1 is checked before anything is written
+    model, cfg, lineage = prepare(ec, *plan[0], loaded=loaded)  # stage 1 is checked before anything is written
     if len(plan) == 2:
         extended_fields(model.config, ec, ec.factor)  # and stage 2's length
     with contextlib.ExitStack() as held:  # every stage folder is ours before anything is written

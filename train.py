@@ -343,9 +343,10 @@ def config_from_checkpoint(ckpt):
         raise UserError(f"checkpoint's train_config does not match this train.py: {e}") from None
 
 
-def load_run(run, which="final"):
+def load_run(run, which="final", **overrides):
     """The one run-folder loader: (model, TrainConfig, checkpoint dict) of a run's checkpoint
-    `which`. The final checkpoint of a run without result.json is a resume point, not a result."""
+    `which`; overrides change model config fields. The final checkpoint of a run without
+    result.json is a resume point, not a result."""
     if not os.path.isdir(run):
         raise UserError(f"no run folder {run}")
     name = checkpoint_file(which)
@@ -356,7 +357,7 @@ def load_run(run, which="final"):
         raise UserError(f"{run} has no result.json: the run is not finished "
                         f"(warmdown or a --save_at fraction picks an intermediate checkpoint)")
     ckpt = load_checkpoint(os.path.join(run, name))
-    return model_from_checkpoint(ckpt), config_from_checkpoint(ckpt), ckpt
+    return model_from_checkpoint(ckpt, **overrides), config_from_checkpoint(ckpt), ckpt
 
 
 def read_result(run):
