@@ -838,6 +838,21 @@ def paired_acc(a, b):
     return {"n": pz["n"], "mean_diff": pz["mean_diff"], "z": pz["z"], "wins": pz["wins_b"], "losses": pz["wins_a"]}
 
 
+ENCODING_ORDER = {e: i for i, e in enumerate(("rope", "nope", "alibi", "hope", "expe", "swan", "chunk"))}
+
+
+def score_verdict(p, reference, margin):
+    """The verdict of a paired comparison p (paired_acc) of scores with the reference encoding:
+    better / worse only when every paired seed agrees and the mean gap is at least the margin."""
+    if p is None:
+        return f"no seeds in common with {reference}"
+    if p["wins"] == p["n"] and p["mean_diff"] >= margin:
+        return f"better than {reference}"
+    if p["losses"] == p["n"] and p["mean_diff"] <= -margin:
+        return f"worse than {reference}"
+    return "no clear difference"
+
+
 def cells_by_seed(keyed, what):
     """{key: {seed: run}} from (key, run) pairs; a run repeating a (key, seed) is ignored with a
     warning naming `what` the key is made of."""
@@ -932,16 +947,8 @@ def lengen_report(runs, gate=0.9, margin=0.05, reference="rope"):
                 if N is not None and v["lo"] is not None and v["lo"] > N and b in ref["by_length"]:
                     cmp["by_length"][b] = paired_acc(v["per_seed"], ref["by_length"][b]["per_seed"])
             c["vs_reference"] = cmp
-            p = cmp["score"]
-            if p is None:
-                c["verdict"] = f"no seeds in common with {reference}"
-            elif p["wins"] == p["n"] and p["mean_diff"] >= margin:
-                c["verdict"] = f"better than {reference}"
-            elif p["losses"] == p["n"] and p["mean_diff"] <= -margin:
-                c["verdict"] = f"worse than {reference}"
-            else:
-                c["verdict"] = "no clear difference"
-    order = {e: i for i, e in enumerate(("rope", "nope", "alibi", "hope", "expe", "swan", "chunk"))}
+            c["verdict"] = score_verdict(cmp["score"], reference, margin)
+    order = ENCODING_ORDER
     ordered = sorted(out.values(), key=lambda c: (c["task"], c["variant"], order.get(c["encoding"], len(order)),
                                                  c["encoding"]))
     excluded = [{"task": c["task"], "encoding": c["encoding"], "variant": c["variant"], "n": c["n"],
@@ -1017,12 +1024,10 @@ def posenc_report(runs, gate=0.9, margin=0.05, reference="rope"):
                 for L, st in c["retrieval"][t]["exact"].items():
                     if parse_int(L) > c["train_len"] and L in ref["retrieval"].get(t, {}).get("exact", {}):
                         cmp["exact"][f"{t}@{L}"] = paired_acc(st["per_seed"], ref["retrieval"][t]["exact"][L]["per_seed"])
-            p = cmp["score"] = paired_acc(c["score"]["per_seed"], ref["score"]["per_seed"])
-            c["verdict"] = ("no seeds in common" if p is None else f"better than {reference}"
-                            if p["wins"] == p["n"] and p["mean_diff"] >= margin else f"worse than {reference}"
-                            if p["losses"] == p["n"] and p["mean_diff"] <= -margin else "no clear difference")
+            cmp["score"] = paired_acc(c["score"]["per_seed"], ref["score"]["per_seed"])
+            c["verdict"] = score_verdict(cmp["score"], reference, margin)
         c["vs_reference"] = cmp
-    order = {e: i for i, e in enumerate(("rope", "nope", "alibi", "hope", "expe", "swan", "chunk"))}
+    order = ENCODING_ORDER
     ordered = sorted(out.values(), key=lambda c: (c["training"], c["train_len"] or 0,
                                                  order.get(c["encoding"], len(order)), c["encoding"]))
     return {"gate": {"metric": "retrieval exact match at the training length", "threshold": gate},
@@ -1063,10 +1068,6 @@ def table(head, rows):
 
 def vtag(variant):
     return f"[{variant}] " if variant else ""
-
-
-def cell_name(c):
-    return vtag(c["variant"]) + f"bits={c['bits']} size={c['size']} lr={f(c['lr'])}"
 
 
 def qat_md(q):

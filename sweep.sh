@@ -179,7 +179,7 @@ grid_qat_probes() {
 # Lines are seed-major (the longer first-seed lines start first); every step resumes on its own.
 grid_longctx() {
     local d=$OUT/longctx size qks kvs ctxs window global target seeds tps steps frac fracs early mix
-    local evalf extf tgt_lengths
+    local evalf extf tgt_lengths base
     if [[ $SCALE == tiny ]]; then
         size=0.1M; qks="none head"; kvs="2 1"; ctxs="64 128"; window=32; global=2; target=512; seeds="0 1 2"
         tps=2048; steps=192; frac=0.05; fracs="0.25 1"; early=0.5; mix=0.25
