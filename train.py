@@ -14,7 +14,7 @@ import json
 import math
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 import torch
@@ -317,11 +317,20 @@ CKPT_SCHEMA = dict(model=dict, model_config=dict, train_config=dict, step=int, o
 
 
 def model_from_checkpoint(ckpt, **overrides):
-    """Rebuild the GPT of a checkpoint; overrides change config fields (e.g. rope scaling)."""
+    """Rebuild the GPT of a checkpoint; overrides change config fields (e.g. rope scaling). A
+    checkpoint this code cannot read and overrides that make an invalid model are different errors."""
     try:
-        model = GPT(GPTConfig.from_dict({**ckpt["model_config"], **overrides}))
+        config = GPTConfig.from_dict(ckpt["model_config"])
+    except (ValueError, TypeError, AttributeError) as e:
+        raise UserError(f"checkpoint does not match this model code: {cli.first_line(e)}") from None
+    try:
+        config = replace(config, **overrides)
+    except (ValueError, TypeError) as e:
+        raise UserError(f"invalid model settings {', '.join(sorted(overrides))}: {cli.first_line(e)}") from None
+    model = GPT(config)
+    try:
         model.load_state_dict(ckpt["model"])
-    except (ValueError, RuntimeError, TypeError, AttributeError) as e:
+    except (RuntimeError, TypeError, AttributeError) as e:
         raise UserError(f"checkpoint does not match this model code: {cli.first_line(e)}") from None
     return model
 
