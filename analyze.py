@@ -45,6 +45,11 @@ BOOKKEEPING_KEYS = ("out_dir", "quiet", "resume", "overwrite", "device", "compil
 # statistics: pure functions
 
 
+def sd1(values):
+    """Sample standard deviation (ddof 1) over seeds; None below 2 values."""
+    return float(np.std(values, ddof=1)) if len(values) > 1 else None
+
+
 def paired_z(a, b):
     """Paired comparison across seeds; a[i], b[i] are the losses of seed i under A and B.
     d = a - b, z = mean(d) / (sd(d, ddof=1) / sqrt(n)), the paired t statistic: negative z means
@@ -448,7 +453,7 @@ def warmdown_rows(by_wd):
         v = np.array(list(by_wd[w].values()))
         seeds = sorted(set(by_wd[w]) & set(by_wd[best]))
         pz = paired_z([by_wd[w][s] for s in seeds], [by_wd[best][s] for s in seeds])
-        rows.append({"warmdown": w, "n": len(v), "mean": means[w], "sd": float(v.std(ddof=1)) if len(v) > 1 else None,
+        rows.append({"warmdown": w, "n": len(v), "mean": means[w], "sd": sd1(v),
                      "delta": means[w] - means[best], "z": None if w == best else pz["z"],
                      "best_wins": pz["wins_b"], "n_paired": pz["n"]})
     return best, rows
@@ -517,7 +522,7 @@ def penalty_report(recs, order, fit_sizes=None, level=0.95, ref_lr=1.0, ref_warm
         sizes = sorted((s for vv, bb, s in pens if (vv, bb) == (v, b)), key=order.get)
         rows = {s: {"size": s, "n_params": float(np.mean(ns[(v, b, s)])) if ns[(v, b, s)] else None,
                     "penalty": float(np.mean(pens[(v, b, s)])), "n": len(pens[(v, b, s)]),
-                    "sd": float(np.std(pens[(v, b, s)], ddof=1)) if len(pens[(v, b, s)]) > 1 else None}
+                    "sd": sd1(pens[(v, b, s)])}
                 for s in sizes}
         with_n = [s for s in sizes if rows[s]["n_params"] is not None]
         fit_set = [s for s in with_n if s in fit_sizes] if fit_sizes else default_fit_sizes(with_n)
@@ -712,7 +717,7 @@ def outcome_report(rows, key, level=0.95):
                     np.mean([w[key] for w in rs if w["seed"] == sd and not w[f]]) for sd in seeds
                     if len({w[f] for w in rs if w["seed"] == sd}) == 2]
         c = fits["additive"]["coefs"][i + 1]
-        sd = float(np.std(per_seed, ddof=1)) if len(per_seed) > 1 else None
+        sd = sd1(per_seed)
         effects.append({"feature": f, "effect": c["est"], "lo": c["lo"], "hi": c["hi"], "seed_sd": sd,
                         "per_seed": [float(e) for e in per_seed],
                         "effect_over_init_sd": abs(c["est"]) / math.sqrt(s2) if s2 > 0 else None})
@@ -730,7 +735,7 @@ def outcome_report(rows, key, level=0.95):
                           "slope": fit["coefs"][1]["est"], "r2": fit["r2"], "loo_r2": loo_r2(x[ok], y[ok])})
     return {"what": OUTCOMES[key][0], "higher_is_better": OUTCOMES[key][1], "n": len(rs), "n_cells": len(cells),
             "seeds": seeds, "cells": [{"cell": c, **dict(zip(FEATURES, map(int, c))), "count": c.count("1"), "n": len(v),
-                                       "mean": means[c], "sd": float(np.std(v, ddof=1)) if len(v) > 1 else None}
+                                       "mean": means[c], "sd": sd1(v)}
                                       for c, v in sorted(cells.items())],
             "effects": effects, "models": models, "tests": tests,
             "best_by_loo": max((m for m in models if m["loo_r2"] is not None and math.isfinite(m["loo_r2"])),
@@ -824,7 +829,7 @@ def seed_stats(per_seed):
     """{seed: value} -> mean, sd (ddof 1; None below 2 seeds), n and the values, over the non-missing ones."""
     v = {s: x for s, x in per_seed.items() if x is not None}
     a = np.array(list(v.values()), dtype=float)
-    return {"mean": float(a.mean()) if a.size else None, "sd": float(a.std(ddof=1)) if a.size > 1 else None,
+    return {"mean": float(a.mean()) if a.size else None, "sd": sd1(a),
             "n": int(a.size), "per_seed": v}
 
 
