@@ -239,14 +239,20 @@ def ptq_model(model, bits, clip="absmax"):
 
 
 def frozen(model):
-    """The model to evaluate: a QAT model whose fake quantisation is on becomes a copy with its
-    weights on the grid, computed once, and fake quantisation off (ptq_model at the model's own
-    bits and clip: fake_quant's forward value is exactly w_hat, so every output is the same bit for
-    bit), instead of re-quantising every weight at every batch. Anything else is returned as is."""
+    """The model to evaluate, with nothing re-quantised at every batch: a QAT model becomes a copy
+    whose fake-quantised modules are marked full precision, so their weights pass straight through
+    (qat_weight's tensor switch computes the fake quantisation even when off), holding the weights
+    on the grid (ptq_model at the model's own bits and clip) where fake quantisation is on, as they
+    are where it is off. Every output is the same bit for bit: fake_quant's forward value is exactly
+    w_hat. Any other model is returned as is."""
     targets = quant_targets(model) if getattr(model, "config", None) is not None and model.config.bits < 16 else []
-    if not targets or not targets[0][1].qat_on.item() > 0:
+    if not targets:
         return model
-    return ptq_model(model, model.config.bits, model.config.clip)
+    on = targets[0][1].qat_on.item() > 0  # set_qat switches every module together
+    twin = ptq_model(model, model.config.bits, model.config.clip) if on else copy.deepcopy(model)
+    for _, m in quant_targets(twin):
+        m.bits = 16
+    return twin
 
 
 def ptq_eval(model, eval_fn, bits_list=(8, 6, 4), clip="absmax"):
