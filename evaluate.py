@@ -589,9 +589,9 @@ def recorded_metrics(ec):
 
 def short_val_loss(model, corpus, block, ec, device, final_tokens=0):
     """In-distribution val loss at the training length: train.evaluate on the run's final-evaluation
-    tokens of the val split (final_tokens, its --final_eval_tokens; 0 = all). The run's result.json holds this very number (same deterministic
-    function, and log-n scaling is off within the training length), so a finished run's final
-    checkpoint reuses it."""
+    tokens of the val split (final_tokens, its --final_eval_tokens; 0 = all). The run's result.json
+    holds this very number (same deterministic function, and log-n scaling is off within the
+    training length), so a finished run's final checkpoint reuses it."""
     with contextlib.suppress(KeyError, TypeError, ValueError):
         return dict(val_loss=float(recorded_metrics(ec)["val_loss"]), block_size=block, source="result.json")
     ev = train.evaluate(model, corpus.val, corpus.token_bytes, block, ec.batch_tokens, final_tokens, device)
