@@ -322,3 +322,43 @@ def all_reduce_sum(t, dist_info):
         import torch.distributed as dist
         dist.all_reduce(t)
     return t
+
+
+# -----------------------------------------------------------------------------
+# A sweep job's steps in one process: `python cli.py chain "PY a.py ... && PY b.py ..."`
+
+def chain(line):
+    """Run the ' && '-joined steps of a sweep job (each `PYTHON script.py args`) one after the other
+    in this one process, each as `python script.py args` runs it (a fresh __main__, its own argv
+    and sys.path[0]), stopping at the first that fails; -> the exit status. A job then pays the
+    start-up of Python and torch (~2.6 s) once, not once a step: a longctx job has 12. Every script
+    seeds its own RNGs at its start, so its numbers are those of a process of its own. A line with
+    any other kind of step (or two interpreters) runs in bash, as before."""
+    import runpy
+    import shlex
+    steps = [shlex.split(s) for s in line.split(" && ")]
+    at = [next((i for i, a in enumerate(s) if a.endswith(".py")), 0) for s in steps]
+    if not all(at) or len({tuple(s[:i]) for s, i in zip(steps, at)}) != 1:
+        os.execvp("bash", ["bash", "-c", line])
+    for s, i in zip(steps, at):
+        script = s[i]
+        argv, path0 = sys.argv, sys.path[0]
+        sys.argv, sys.path[0] = s[i:], os.path.dirname(os.path.abspath(script))
+        try:
+            runpy.run_path(script, run_name="__main__")
+            code = 0
+        except SystemExit as e:  # how the scripts end: cli.main's exit 1 on bad input, argparse's 2
+            code = e.code if isinstance(e.code, int) or e.code is None else (print(e.code, file=sys.stderr) or 1)
+        finally:
+            sys.argv, sys.path[0] = argv, path0
+            sys.stdout.flush()
+            sys.stderr.flush()
+        if code:
+            return code
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] != ["chain"] or len(sys.argv) != 3:
+        sys.exit("usage: python cli.py chain 'PYTHON a.py ARGS && PYTHON b.py ARGS'")
+    sys.exit(chain(sys.argv[2]))

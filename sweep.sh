@@ -15,6 +15,7 @@
 #   GPUS=0,1,2,3      one GPU per job slot: slot k runs with CUDA_VISIBLE_DEVICES=GPUS[k mod len(GPUS)]
 #   PYTHON=python     interpreter (tests point it at a stub); DATA=path adds --data to every training run
 #   EXTRA="..."       extra flags appended to every train.py command (e.g. "--compile")
+#   CHAIN=1|0         1 (default): a job's steps run in one Python process (python cli.py chain LINE), 0: in bash
 # Each job gets OMP_NUM_THREADS = cores / JOBS (at least 1) unless OMP_NUM_THREADS is set.
 #
 # Resume: a run whose OUT/STUDY/RUN/result.json exists is finished and skipped (train.py writes it
@@ -357,6 +358,12 @@ job_name() {  # -> JOB_NAME for a job's log file: the run folder of its first st
 # -----------------------------------------------------------------------------
 # Runner: a bash job pool with JOBS slots; a slot's jobs see its GPU as CUDA_VISIBLE_DEVICES.
 
+run_line() {  # exec one job's pending steps; several in one Python process (cli.py chain: Python and torch
+    # start once, not once a step), unless CHAIN=0
+    [[ ${CHAIN:-1} == 1 && $1 == *" && "* ]] && exec $PY "$HERE/cli.py" chain "$1"
+    exec bash -c "$1"
+}
+
 declare -a SLOT_PID=()
 FAILED=()
 
@@ -401,7 +408,7 @@ run_pool() {  # args: LOGDIR ; stdin: command lines
                 {
                     echo "# $(date '+%F %T') $started: $line"
                     if (( ${#gpus[@]} )); then export CUDA_VISIBLE_DEVICES=${gpus[s % ${#gpus[@]}]}; fi
-                    exec bash -c "$line"
+                    run_line "$line"
                 } >> "$logdir/${names[s]}.log" 2>&1 < /dev/null &
                 SLOT_PID[s]=$!; event=1
             fi
@@ -530,7 +537,7 @@ case $mode in
         job_name "${GRID[task - 1]}"
         [[ -z $PENDING ]] && { note "line $task ($JOB_NAME) already finished"; exit 0; }
         note "line $task: $PENDING"
-        exec bash -c "$PENDING"
+        run_line "$PENDING"
         ;;
     post)
         post "$study"; exit $? ;;

@@ -7,9 +7,10 @@ whether the two checkouts' records agree.
     python tests/bench_tiny.py /tmp/base                # all six jobs, once each side (~25 min on 2 cores)
     python tests/bench_tiny.py /tmp/base --only qat,posenc --repeats 3
 
-A study's first job is the first line of `bash sweep.sh --dry-run STUDY` in each checkout (its own
-grid: flags may differ between the two), run as the sweep runs it: one job per core, so
-OMP_NUM_THREADS = 1 on the 2-core machine (--threads). The two sides alternate job by job and
+A study's first job is line 1 of each checkout's own grid (flags may differ between the two), run as
+the sweep runs it, `OUT=... bash sweep.sh --task 1 STUDY` (each checkout's own runner: steps in one
+process where it has cli.py chain, else in bash), with one job per core, so OMP_NUM_THREADS = 1 on
+the 2-core machine (--threads). The two sides alternate job by job and
 repetition by repetition (which one goes first flips), so a load that drifts falls on both.
 Each side's data cache is prepared before the clock starts. Wall and CPU seconds (user + system of
 the job's processes) are both shown: on a machine shared with other work the wall time stretches
@@ -35,16 +36,12 @@ MAIN = "{py} train.py --bits 6 --warmdown 0.33 --quiet --out_dir {out}/main"
 EVAL_SKIP = {"wall_s", "eval_config", "versions", "device", "run", "checkpoint", "train_config", "model_config"}
 
 
-def job_line(checkout, job, out, env):
-    """The command line of a job in a checkout: a study's first grid line with OUT=out, or the main command."""
+def job_command(job, out):
+    """The command of a job: a study's first grid line run as the sweep runs it (`sweep.sh --task 1`,
+    with the checkout's own runner), or the main command."""
     if job == "main":
-        return MAIN.format(py=sys.executable, out=out)
-    p = subprocess.run(["bash", "sweep.sh", "--dry-run", job], cwd=checkout, capture_output=True, text=True,
-                       env=dict(env, OUT=out, PYTHON=sys.executable))
-    lines = p.stdout.splitlines()
-    if p.returncode or not lines:
-        sys.exit(f"bench_tiny: no first line of study {job} in {checkout}: {p.stderr.strip()[:200]}")
-    return lines[0]
+        return ["bash", "-c", MAIN.format(py=sys.executable, out=out)]
+    return ["bash", "sweep.sh", "--task", "1", job]
 
 
 def cpu_seconds():
@@ -57,9 +54,9 @@ def run_job(checkout, job, out, env):
     """Run one job from scratch; -> (wall seconds, CPU seconds), or None if it failed."""
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
-    line = job_line(checkout, job, out, env)
     c, t = cpu_seconds(), time.perf_counter()
-    p = subprocess.run(["bash", "-c", line], cwd=checkout, env=env, capture_output=True, text=True)
+    p = subprocess.run(job_command(job, out), cwd=checkout, env=dict(env, OUT=out, PYTHON=sys.executable),
+                       capture_output=True, text=True)
     wall, cpu = time.perf_counter() - t, cpu_seconds() - c
     if p.returncode:
         print(f"  {job} failed in {checkout} (exit {p.returncode}): {(p.stderr or p.stdout).strip()[-300:]}")

@@ -29,6 +29,7 @@ case $script in
      sleep "${STUB_SLEEP:-0}"
      mkdir -p "$out"; echo '{"status": "done"}' > "$out/result.json.tmp" && mv "$out/result.json.tmp" "$out/result.json" ;;
   *evaluate.py) echo '{"score": 1}' > "${eval_out:-$1/eval.json}" ;;
+  *cli.py) [[ $1 == chain ]] && exec bash -c "$2" ;;  # the job's steps, each a stub call of its own
 esac
 exit 0
 """
@@ -402,3 +403,27 @@ def test_bad_input_one_line_exit_2(env, args, extra, msg):
     assert p.returncode == 2
     assert p.stdout == "" and len(p.stderr.strip().splitlines()) == 1 and msg in p.stderr
     assert not os.path.exists(env["STUB_LOG"])
+
+
+def test_chain_runs_a_jobs_steps_in_one_process(tmp_path):
+    """cli.py chain (the runner of a job's steps): each step is a __main__ of its own with its own
+    argv, all in one process (a later step sees what an earlier one imported), and the first
+    failure ends the job with its status; a line with another kind of step runs in bash."""
+    import sys
+    (tmp_path / "a.py").write_text("import sys, os\nassert __name__ == '__main__'\nsys.modules['chain_mark'] = os\n"
+                                   "open(sys.argv[1], 'w').write(f'{os.getpid()} {sys.argv[2]}')\n")
+    (tmp_path / "b.py").write_text("import sys, os\nopen(sys.argv[1], 'w').write(f'{os.getpid()} '"
+                                   "+ str('chain_mark' in sys.modules))\n")
+    (tmp_path / "fail.py").write_text("import sys\nsys.exit(3)\n")
+    py, cli = shlex.quote(sys.executable), os.path.join(ROOT, "cli.py")
+    step = lambda script, *args: " ".join([py, str(tmp_path / script), *map(str, args)])
+    run = lambda line: subprocess.run([sys.executable, cli, "chain", line], capture_output=True, text=True, timeout=60)
+    p = run(" && ".join([step("a.py", tmp_path / "a.out", "x"), step("b.py", tmp_path / "b.out")]))
+    assert p.returncode == 0, p.stderr
+    (pa, arg), (pb, seen) = (tmp_path / "a.out").read_text().split(), (tmp_path / "b.out").read_text().split()
+    assert arg == "x" and pa == pb and seen == "True"  # one process, the argv of each step
+    p = run(" && ".join([step("fail.py"), step("b.py", tmp_path / "c.out")]))
+    assert p.returncode == 3 and not (tmp_path / "c.out").exists()
+    p = run(f"true && {step('b.py', tmp_path / 'd.out')}")  # not all python steps: bash runs the line
+    assert p.returncode == 0 and (tmp_path / "d.out").read_text().split()[1] == "False"
+
