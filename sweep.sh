@@ -428,13 +428,13 @@ post() {
         note "grid-distance probe (evaluate.py --tasks grid) on the warmdown checkpoints"
         run_pool "$OUT/qat/logs/probe" < <(probe_lines)
     fi
-    local -a folders=("$OUT/$study") flags=()
+    local -a folders=("$OUT/$study") flags=(--study "$study")  # every run read is this study's
     if [[ $study == qat || $study == qat-probes ]]; then
         # the penalty law is fitted on the grid's sizes and tested on the probes' held-out sizes,
         # so qat-probes is analysed together with the grid (as the QAT seed's Phase 2 + Phase 5)
         qat_axes
         [[ $study == qat-probes && -d $OUT/qat ]] && folders=("$OUT/qat" "$OUT/qat-probes")
-        flags=(--fit_sizes "${QAT_SIZES// /,}" --out "$OUT/$study")
+        flags+=(--fit_sizes "${QAT_SIZES// /,}" --out "$OUT/$study")
     fi
     note "analysis: $PY analyze.py ${folders[*]} ${flags[*]}"
     $PY analyze.py "${folders[@]}" "${flags[@]}" || rc=$?
@@ -516,7 +516,7 @@ case $mode in
         done
         note "$study (SCALE=$SCALE): ${#GRID[@]} jobs, $((${#GRID[@]} - left)) finished, $left to run"
         [[ $SCALE == tiny ]] && for line in "${GRID[@]}"; do pending "$line"; [[ -n $PENDING ]] && echo "$PENDING"; done | estimate >&2
-        note "then: bash sweep.sh --post $study ($([[ $study == qat ]] && echo 'evaluate.py --tasks grid, ')python analyze.py $OUT/$study)"
+        note "then: bash sweep.sh --post $study ($([[ $study == qat ]] && echo 'evaluate.py --tasks grid, ')python analyze.py $OUT/$study --study $study)"
         ;;
     task)
         (( task <= ${#GRID[@]} )) || die "--task $task: $study has ${#GRID[@]} lines"

@@ -544,11 +544,12 @@ def test_mixed_folder_extensions_and_algo_runs(tmp_path, capsys):
     assert "Traceback" not in capsys.readouterr().err
     rep = json.loads((tmp_path / "analysis.json").read_text())
     assert rep["n_algo"] == 8 and rep["n_extension"] == 5
-    # the long-context base runs (one bit-width, one warmdown in their variant: nothing to compare) stay out
-    # of the QAT tables, which hold the grid alone; their model flags are not in config.model here, so
-    # they fall into 2 QAT keys (block 256, 128): 3 are repeats, the other 2 have nothing to compare
+    # the long-context base runs (one bit-width, one warmdown in their variant: nothing to compare) would
+    # stay out of the QAT tables anyway (n_no_comparison counts them over every run read); they are the
+    # longctx study's runs, so the QAT tables hold the grid alone and no variant splits it
     assert rep["n_no_comparison"] == 2
-    assert {c["variant"] for c in rep["qat"]["cells"]} == {"optimizer=muon,schedule=wsd,block_size=64"}
+    assert rep["studies"] == {"qat": 36, "longctx": 10, "lengen": 8}
+    assert {c["variant"] for c in rep["qat"]["cells"]} == {""}
     lcr = rep["longctx"]
     assert lcr["extensions"] and [w["run"] for w in lcr["runs"]] == [f"base{i}-yarn1024" for i in range(5)]
     assert lcr["short_block"] == 128 and [w["count"] for w in lcr["runs"]] == [0, 1, 3, 2, 2]
@@ -662,3 +663,46 @@ def test_lengen_repeated_seed_is_ignored_with_a_warning(tmp_path, capsys):
     assert "1 runs repeat a (task, encoding, variant, seed) already seen" in err
     cell, = json.loads((tmp_path / "analysis.json").read_text())["lengen"]["cells"]
     assert cell["n"] == 2 and cell["seeds"] == [0, 1]
+
+
+def write_posenc_pair(root, seed):
+    """Two posenc text runs (rope, nope) with an eval.json: what leaked into a longctx section before."""
+    for pos, loss in (("rope", 5.0), ("nope", 4.3)):
+        cfg = {"bits": 16, "lr": 1.0, "warmdown": 0.33, "seed": seed, "size": "0.1M", "block_size": 128,
+               "model": {"pos": pos}}
+        write_run(root, f"{pos}_s{seed}", cfg, {"val_loss": 4.0}, model_config={"pos": pos, "block_size": 128},
+                  eval_={"score": None, "ppl": {"by_length": {"128": 4.0, "256": loss}}, "tasks": {}})
+
+
+def test_a_run_of_one_study_is_in_no_other_studys_section(tmp_path, capsys):
+    """Posenc, longctx and QAT runs in one folder: without --study each run goes to one study by its
+    record (a posenc text run is no longctx row, a longctx base run no QAT record); --study NAME gives
+    every run read to that study alone, and the other studies' keys are absent."""
+    make_grid(tmp_path / "qat")
+    for seed in range(2):
+        write_posenc_pair(tmp_path / "posenc", seed)
+    write_factorial(tmp_path / "longctx", lambda z: 4.0 + 0.1 * sum(z.values()), seeds=(0, 1))
+    assert analyze.main([str(tmp_path), "--no_plots"]) == 0
+    rep = json.loads((tmp_path / "analysis.json").read_text())
+    posenc_runs = {f"{p}_s{s}" for p in ("rope", "nope") for s in range(2)}
+    lc_runs = {w["run"] for w in rep["longctx"]["runs"]} | {w["root"] for w in rep["longctx"]["runs"]}
+    assert lc_runs and not lc_runs & posenc_runs
+    assert {c["n"] for c in rep["posenc"]["cells"]} == {2} and len(rep["posenc"]["cells"]) == 2
+    assert sum(r["n"] for c in rep["qat"]["cells"] for r in c["warmdowns"]) == rep["studies"]["qat"] == 36
+    assert set(rep["studies"]) == {"qat", "longctx", "posenc"}
+    # posenc runs alone (no extension anywhere): still no long-context section built from them
+    assert analyze.main([str(tmp_path / "posenc"), "--no_plots", "--out", str(tmp_path / "p")]) == 0
+    assert set(json.loads((tmp_path / "p" / "analysis.json").read_text())["studies"]) == {"posenc"}
+    assert "longctx" not in json.loads((tmp_path / "p" / "analysis.json").read_text())
+    # told the study (as sweep.sh --post does): only that study's sections, from every run read
+    assert analyze.main([str(tmp_path / "posenc"), "--study", "posenc", "--no_plots"]) == 0
+    rep = json.loads((tmp_path / "posenc" / "analysis.json").read_text())
+    assert "longctx" not in rep and "qat" not in rep and rep["studies"] == {"posenc": 4}
+    md = (tmp_path / "posenc" / "analysis.md").read_text()
+    assert "Long-context" not in md and "## 6. Positional encodings" in md
+    assert analyze.main([str(tmp_path), "--study", "qat-probes", "--no_plots", "--out", str(tmp_path / "q")]) == 0
+    assert set(json.loads((tmp_path / "q" / "analysis.json").read_text())["studies"]) == {"qat"}
+    capsys.readouterr()
+    assert analyze.main([str(tmp_path), "--study", "bogus"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unknown study bogus" in err and "Traceback" not in err

@@ -366,12 +366,13 @@ def test_post_runs_probe_then_analyze(env):
         assert flag(a, "--grid_bits") == "4" and flag(a, "--ckpt") == "warmdown"
         assert flag(a, "--out") == os.path.join(a[0], "grid.json")
     out = os.path.join(env["OUT"], "qat")  # the law is fitted on the grid's sizes
-    assert [a for _, _, a in calls(env, "analyze.py")] == [[out, "--fit_sizes", "14K,25K,39K", "--out", out]]
+    assert [a for _, _, a in calls(env, "analyze.py")] == [[out, "--study", "qat", "--fit_sizes", "14K,25K,39K", "--out", out]]
     assert len(os.listdir(os.path.join(env["OUT"], "qat", "logs", "probe"))) == 3
     os.remove(env["STUB_LOG"])  # qat-probes: the grid and the probes together, the law tested on the probes' sizes
     assert sweep(env, "--post", "qat-probes").returncode == 0
     probes = os.path.join(env["OUT"], "qat-probes")
-    assert [a for _, _, a in calls(env, "analyze.py")] == [[out, probes, "--fit_sizes", "14K,25K,39K", "--out", probes]]
+    assert [a for _, _, a in calls(env, "analyze.py")] == [[out, probes, "--study", "qat-probes", "--fit_sizes", "14K,25K,39K",
+                                                        "--out", probes]]
 
 
 # ---------------------------------------------------------------- bad input
