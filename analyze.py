@@ -1005,11 +1005,9 @@ def longctx_report(runs):
             "recipes": {r: finals.count(r) for r in sorted(set(finals))}, "runs": rows, "outcomes": out}
 
 
-def longctx_study(runs, args):
-    return {"longctx": longctx_report(runs)}
-
-
 def longctx_md(lc):
+    if not (lc and lc["outcomes"]):
+        return no_data("longctx")
     L = ["## 4. Long-context extensibility vs inhibiting features (arXiv 2608.10296)", "",
          f"Pretraining contexts {lc['contexts']}; short context = {lc['short_block'] or 'n/a (need two contexts)'}. "
          f"Main recipe: {lc['main_recipe']} ({lc['recipes'].get(lc['main_recipe'], len(lc['runs']))} runs); "
@@ -1070,11 +1068,6 @@ def longctx_md(lc):
                          ", ".join(f"{c['name']} {f(c['est'], '+.3f')}" for c in v["additive"]["coefs"])]
                         for v in o["variants"]]) + [""]
     return L
-
-
-def longctx_markdown(rep):
-    lc = rep["longctx"]
-    return longctx_md(lc) if lc and lc["outcomes"] else no_data("longctx")
 
 
 def longctx_plots(rep):
@@ -1268,11 +1261,9 @@ def lengen_report(runs, gate=0.9, margin=0.05, reference="rope"):
             "reference": reference, "margin": margin, "cells": ordered, "excluded": excluded}
 
 
-def lengen_study(runs, args):
-    return {"lengen": lengen_report(runs, args.lengen_gate, args.lengen_margin)}
-
-
 def lengen_md(lg):
+    if not (lg and lg["cells"]):
+        return no_data("lengen")
     ref, gate = lg["reference"], lg["gate"]["threshold"]
     L = ["## 5. Length generalisation on algorithmic tasks", "",
          f"Exact match, mean ± sd over seeds: in distribution (metrics.val_acc, input lengths 1..N) and per "
@@ -1303,11 +1294,6 @@ def lengen_md(lg):
         f"{x['task']}/{x['encoding']}{' [' + x['variant'] + ']' if x['variant'] else ''} "
         f"({f(x['in_dist_mean'], '.3f')})" for x in ex) if ex else "none") + ".", ""]
     return L
-
-
-def lengen_markdown(rep):
-    lg = rep["lengen"]
-    return lengen_md(lg) if lg and lg["cells"] else no_data("lengen")
 
 
 def lengen_plots(rep):
@@ -1410,18 +1396,16 @@ def posenc_report(runs, gate=0.9, margin=0.05, reference="rope"):
                          for c in ordered if c["learned"] is False]}
 
 
-def posenc_study(runs, args):
-    return {"posenc": posenc_report(runs, args.lengen_gate, args.lengen_margin)}
-
-
 def posenc_md(pe):
-    ref = pe["reference"]
-    L = ["## 6. Positional encodings: train short, evaluate long", "",
-         "Mean ± sd over seeds (evaluate.py). Loss: nats/token on the held-out plays in windows of L tokens; "
-         f"Δ loss {ref}: mean over the lengths past training of the paired difference from {ref}'s (negative: "
-         f"lower loss). Retrieval: exact match of the answer (rank among 5 in brackets); learned: mean exact "
-         f"match at the training length >= {f(pe['gate']['threshold'])}; Δ {ref}: the score (mean exact match "
-         f"past training) minus {ref}'s, paired over seeds (z, seeds higher/lower).", ""]
+    if not (pe and pe["cells"]):
+        return no_data("posenc")
+    ref, gate = pe["reference"], f(pe['gate']['threshold'])
+    how = ("Mean ± sd over seeds (evaluate.py). Loss: nats/token on the held-out plays in windows of L tokens; "
+           f"Δ loss {ref}: mean over the lengths past training of the paired difference from {ref}'s (negative: "
+           f"lower loss). Retrieval: exact match of the answer (rank among 5 in brackets); learned: mean exact "
+           f"match at the training length >= {gate}; Δ {ref}: the score (mean exact match past training) minus "
+           f"{ref}'s, paired over seeds (z, seeds higher/lower).")
+    L = ["## 6. Positional encodings: train short, evaluate long", "", how, ""]
     for training in dict.fromkeys(c["training"] for c in pe["cells"]):
         cs = [c for c in pe["cells"] if c["training"] == training]
         lens = sorted({L for c in cs for L in c["loss_by_length"] if c["loss_by_length"][L]["mean"] is not None},
@@ -1456,11 +1440,6 @@ def posenc_md(pe):
         L += ["Retrieval cells excluded by the gate: " + ", ".join(f"{x['training']}/{x['encoding']}"
                                                                 for x in pe["excluded"]) + ".", ""]
     return L
-
-
-def posenc_markdown(rep):
-    pe = rep["posenc"]
-    return posenc_md(pe) if pe and pe["cells"] else no_data("posenc")
 
 
 def posenc_plots(rep):
@@ -1499,9 +1478,12 @@ def posenc_plots(rep):
 # sweep.sh's qat-probes is analysed by the qat block, together with the grid (ALIASES).
 STUDIES = {
     "qat": (qat_study, qat_markdown, qat_plots),
-    "longctx": (longctx_study, longctx_markdown, longctx_plots),
-    "lengen": (lengen_study, lengen_markdown, lengen_plots),
-    "posenc": (posenc_study, posenc_markdown, posenc_plots),
+    "longctx": (lambda runs, a: {"longctx": longctx_report(runs)}, lambda rep: longctx_md(rep["longctx"]),
+                longctx_plots),
+    "lengen": (lambda runs, a: {"lengen": lengen_report(runs, a.lengen_gate, a.lengen_margin)},
+               lambda rep: lengen_md(rep["lengen"]), lengen_plots),
+    "posenc": (lambda runs, a: {"posenc": posenc_report(runs, a.lengen_gate, a.lengen_margin)},
+               lambda rep: posenc_md(rep["posenc"]), posenc_plots),
 }
 ALIASES = {"qat-probes": "qat"}
 
