@@ -1597,7 +1597,7 @@ def main(argv=None):
     ap.add_argument("--lengen_margin", type=finite_float, default=0.05,
                     help="lengen, posenc: smallest mean gain (or loss) of exact match past N against RoPE "
                          "that counts as better (worse), with every paired seed agreeing")
-    ap.add_argument("--no_plots", action="store_true", help="skip the PNG plots")
+    ap.add_bool("--no_plots", False, "skip the PNG plots")
     args = ap.parse_args(argv)
     if not 0 < args.level < 1:
         ap.error(f"--level {args.level:g} must be in (0, 1)")

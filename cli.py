@@ -38,12 +38,33 @@ def flag(default, help, positional=False):
     return dataclasses.field(default=default, metadata=dict(help=help, positional=positional))
 
 
+BOOL_WORDS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
+
+
 def str2bool(v):
-    if v.lower() in ("1", "true", "yes", "on"):
-        return True
-    if v.lower() in ("0", "false", "no", "off"):
-        return False
+    if v.lower() in BOOL_WORDS:
+        return BOOL_WORDS[v.lower()]
     raise argparse.ArgumentTypeError(f"expected true/false, got {v!r}")
+
+
+def bool_words(args, names):
+    """argv with each boolean flag in `names` written as --x=value: `--x` alone is --x=true wherever it
+    stands, `--x false` is --x=false. The next word is taken only when it is a true/false word, so
+    `--quiet RUN` leaves RUN to the positional argument (as argparse's store_true does)."""
+    out, i = [], 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            return out + args[i:]
+        if a in names:
+            nxt = args[i + 1] if i + 1 < len(args) else None
+            take = nxt is not None and nxt.lower() in BOOL_WORDS
+            out.append(f"{a}={nxt if take else 'true'}")
+            i += 1 + take
+            continue
+        out.append(a)
+        i += 1
+    return out
 
 
 def finite_float(v):
@@ -58,13 +79,29 @@ TYPES = {int: int, float: finite_float, str: str, "int": int, "float": finite_fl
 
 
 class OneLineParser(argparse.ArgumentParser):
+    """argparse with one-line errors (exit 2) and boolean flags as users type them (add_bool)."""
+
+    def __init__(self, *args, **kw):
+        kw.setdefault("allow_abbrev", False)  # a flag is its full name: --q is not --quiet
+        super().__init__(*args, **kw)
+        self.bools = set()
+
+    def add_bool(self, name, default, help):
+        """--name alone means true wherever it stands; --name false / --name=false turns it off."""
+        self.bools.add(name)
+        self.add_argument(name, type=str2bool, default=default, metavar="[true|false]", help=help)
+
+    def parse_known_args(self, args=None, namespace=None):
+        args = sys.argv[1:] if args is None else list(args)
+        return super().parse_known_args(bool_words(args, self.bools), namespace)
+
     def error(self, message):
         print(f"{self.prog}: error: {message}", file=sys.stderr)
         sys.exit(2)
 
 
 def add_flags(p, cls, skip=(), optional=False, prefix=""):
-    """One flag per field of dataclass cls. Booleans take `--x` or `--x true|false`.
+    """One flag per field of dataclass cls. Booleans take `--x` (wherever it stands) or `--x true|false`.
     optional=True: every default is None, so the caller sees which flags were given."""
     for f in dataclasses.fields(cls):
         if f.name in skip or "help" not in f.metadata:
@@ -73,8 +110,7 @@ def add_flags(p, cls, skip=(), optional=False, prefix=""):
         if f.metadata.get("positional"):
             p.add_argument(f.name, help=text)
         elif f.type in (bool, "bool"):
-            p.add_argument(f"--{f.name}", type=str2bool, nargs="?", const=True,
-                           default=None if optional else f.default, help=f"{text} (default {f.default})")
+            p.add_bool(f"--{f.name}", None if optional else f.default, f"{text} (default {f.default})")
         else:
             p.add_argument(f"--{f.name}", type=TYPES[f.type], default=None if optional else f.default,
                            help=f"{text} (default {f.default!r})")

@@ -893,7 +893,7 @@ def main(argv=None):
     pp.add_argument("--val_frac", type=finite_float, default=0.1, help="share of documents held out (default 0.1)")
     pp.add_argument("--val_docs", default="", help="comma-separated document names held out instead")
     pp.add_argument("--shard_tokens", type=int, default=SHARD_TOKENS, help=f"default {SHARD_TOKENS}")
-    pp.add_argument("--quiet", action="store_true", help="no progress bar")
+    pp.add_bool("--quiet", False, "no progress bar")
     sub.add_parser("verify", help="check every checksum, token id and count of a prepared folder").add_argument("dir")
     args = p.parse_args(argv)
 
