@@ -21,7 +21,7 @@ CASES = [(16, 1e4, 4, 64), (32, 5e5, 8, 256), (64, 1e4, 2, 4096)]  # (head_dim, 
 # ---------------------------------------------------------------- closed forms, computed pair by pair
 
 def closed_form(method, d, theta, s, L, seq_len=None):
-    """inv_freq_j for pair j in [0, d/2), as PI (arXiv 2306.15595), NTK-aware scaling and YaRN (arXiv 2309.00071, eq. 17-19) define it."""
+    """inv_freq_j for pair j in [0, d/2), as PI (arXiv 2306.15595), NTK-aware scaling and YaRN (arXiv 2309.00071) define it."""
     base = [theta ** (-2 * j / d) for j in range(d // 2)]
     if method == "pi":
         return [b / s for b in base]
