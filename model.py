@@ -380,15 +380,19 @@ class GPT(nn.Module):
             x = x + self.wpe(torch.arange(T, device=idx.device))
         return x
 
-    def forward(self, idx, targets=None, reduction="mean"):
+    def forward(self, idx, targets=None, reduction="mean", rows=None):
         """idx [B, T] token ids -> (logits [B, T, V] float32, loss or None).
-        reduction='none' returns the per-token loss [B, T] (targets < 0 are ignored)."""
+        reduction='none' returns the per-token loss [B, T] (targets < 0 are ignored).
+        rows [B, n] (no targets): the logits [B, n, V] of those positions only, so that scoring a few
+        answer tokens at long T never builds [B, T, V] logits."""
         B, T = idx.shape
         x = self.embed(idx)
         pe = self.positions(T, idx.device)
         for block in self.blocks:
             x = block(x, pe)
         x = self.ln_f(x)
+        if rows is not None:
+            x = x.gather(1, rows[..., None].expand(-1, -1, x.shape[-1]))
         # tied head: reuse the (possibly fake-quantised) embedding matrix
         logits = (self.lm_head(x) if self.lm_head is not None else F.linear(x, self.wte.effective_weight())).float()
         loss = None

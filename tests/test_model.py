@@ -419,3 +419,16 @@ def test_tiny_train_run_records_flags(tmp_path):
     mc = result["model_config"]
     assert (mc["qk_norm"], mc["window"], mc["global_every"]) == ("head", 16, 2)
     assert math.isfinite(result["metrics"]["val_loss"])
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_forward_rows_scores_only_those_positions(tied):
+    """GPT.forward(rows=...) gives the full logits at those rows, and no others (evaluate.py's
+    retrieval scoring relies on it at long T)."""
+    m = model(tie_embeddings=tied)
+    idx = tokens(16)
+    rows = torch.tensor([[3, 15, 0], [7, 7, 1]])
+    full, _ = m(idx)
+    part, loss = m(idx, rows=rows)
+    assert loss is None and part.shape == (2, 3, V)
+    assert torch.allclose(part, full.gather(1, rows[..., None].expand(-1, -1, V)), atol=1e-6)
