@@ -317,7 +317,7 @@ def test_longctx_count_hypothesis_holds_when_planted(tmp_path):
 def test_longctx_end_to_end_on_the_tiny_grid(tmp_path):
     """Synthetic result.json / eval.json for every run of `bash sweep.sh --dry-run longctx` (names, flags
     and lineage as the scripts would write them), then analyze.py: every key of the longctx section,
-    each documented in the README."""
+    each documented in the study README (results/longctx)."""
     import dataclasses
     import shlex
     import extend
@@ -372,7 +372,7 @@ def test_longctx_end_to_end_on_the_tiny_grid(tmp_path):
     assert {v["recipe"] for v in o["variants"]} == {"ntk frac=0.25 short_frac=0.25", "ntk frac=1 short_frac=0.25",
                                                     "yarn 2-stage frac=0.05 short_frac=0.25"}
     assert os.path.exists(out / "longctx" / "longctx_outcome_vs_count.png")
-    readme = open(os.path.join(root, "README.md")).read()
+    readme = open(os.path.join(root, "results", "longctx", "README.md")).read()  # the study write-up
     keys = set(lc) | set(o) | {k for part in ("cells", "effects", "models", "tests", "predictors", "variants")
                                for x in o[part] for k in x} | set(o["remove_one"]) | set(o["seed_variance"]) \
         | set(o["early"]) | set(lc["runs"][0]) | set(o["remove_one"]["increments"][0]) | set(o["remove_one"]["equal"])
@@ -603,7 +603,8 @@ def test_lengen_gate_excludes_cells_not_learned_in_distribution(tmp_path):
     p = nope["vs_reference"]["score"]
     assert p["mean_diff"] == pytest.approx(0.5) and (p["wins"], p["losses"], p["n"]) == (3, 0, 3) and p["z"] > 0
     assert set(nope["vs_reference"]["by_length"]) == {"32", "48"}  # the bins past N only
-    assert c[("copy", "hope")]["verdict"] == "no clear difference" and c[("copy", "rope")]["verdict"] == "reference"
+    assert c[("copy", "hope")]["verdict"].startswith("not distinguishable from rope (Δ +0.000, paired t p=")
+    assert c[("copy", "rope")]["verdict"] == "reference" and p["p"] == pytest.approx(0.0132, abs=1e-3)
     assert c[("sort", "nope")]["verdict"] == "no comparison: rope not learned in distribution"
     assert c[("copy", "rope")]["held_to"] == 16 and c[("copy", "nope")]["held_to"] == 16
     md = (tmp_path / "analysis.md").read_text()
@@ -644,7 +645,7 @@ def test_posenc_loss_and_gated_retrieval_by_length(tmp_path):
     assert set(nope["vs_reference"]["loss"]) == {"256", "512"} and nope["learned"] is None
     pk = c[("task_mix:passkey", "nope")]
     assert pk["learned"] and pk["retrieval"]["passkey"]["exact"]["256"]["mean"] == pytest.approx(0.9)
-    assert pk["vs_reference"]["score"]["mean_diff"] == pytest.approx(0.75) and pk["verdict"] == "better than rope"
+    assert pk["vs_reference"]["score"]["mean_diff"] == pytest.approx(0.75) and pk["verdict"] == "not distinguishable from rope (Δ +0.750, 2 seeds, fewer than 3)"
     assert c[("task_mix:passkey", "alibi")]["learned"] is False
     assert c[("task_mix:passkey", "alibi")]["verdict"].startswith("excluded")
     assert pe["excluded"] == [{"training": "task_mix:passkey", "encoding": "alibi", "n": 2}]
@@ -706,3 +707,20 @@ def test_a_run_of_one_study_is_in_no_other_studys_section(tmp_path, capsys):
     assert analyze.main([str(tmp_path), "--study", "bogus"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "unknown study bogus" in err and "Traceback" not in err
+
+
+def test_one_rule_for_better_the_paired_t_test_over_three_seeds():
+    """better / worse needs the paired t test at p < 0.05 over >= 3 seeds and a gap of at least the
+    margin; every seed agreeing is not enough (two seeds), nor is a consistent gap on noisy seeds."""
+    acc = lambda a, b: analyze.paired_acc(dict(enumerate(a)), dict(enumerate(b)))
+    clear = acc([0.5, 0.6, 0.7], [0.1, 0.0, 0.2])
+    assert clear["p"] == pytest.approx(2 * analyze.stats.t.sf(0.5 / (0.1 / math.sqrt(3)), 2))
+    assert analyze.score_verdict(clear, "rope", 0.05) == "better than rope"
+    assert analyze.score_verdict(acc([0.1, 0.0, 0.2], [0.5, 0.6, 0.7]), "rope", 0.05) == "worse than rope"
+    two = acc([0.9, 0.8], [0.1, 0.2])  # every seed higher, but two seeds
+    assert analyze.score_verdict(two, "rope", 0.05) == "not distinguishable from rope (Δ +0.700, 2 seeds, fewer than 3)"
+    noisy = acc([0.30, 0.10, 0.45], [0.10, 0.08, 0.12])  # all three higher, z 1.8 (as SWAN on sort): p 0.18
+    assert noisy["wins"] == 3 and not analyze.distinguishable(noisy)
+    assert analyze.score_verdict(noisy, "rope", 0.05) == "not distinguishable from rope (Δ +0.183, paired t p=0.18)"
+    small = acc([0.11, 0.115, 0.12], [0.10, 0.10, 0.10])  # distinguishable, but below the margin
+    assert analyze.distinguishable(small) and "|Δ| < 0.05" in analyze.score_verdict(small, "rope", 0.05)
