@@ -314,9 +314,9 @@ def loglinear_nd_fit(N, D, y, level=0.95):
     N, D, y = (np.asarray(v, dtype=float).ravel() for v in (N, D, y))
     if y.size < 4 or not (np.all(y > 0) and np.all(N > 0) and np.all(D > 0)):
         return None
+    if not any(len(set(D[N == n])) > 1 for n in set(N)):  # D ~ N (a fixed token budget per parameter):
+        return None                                       # collinear, however the floats round
     X = np.column_stack([np.ones(y.size), np.log(D), -np.log(N)])
-    if np.linalg.matrix_rank(X) < 3:
-        return None
     fit = ols(X[:, 1:], np.log(y), ["gamma_D", "gamma_N"], level)
     c = {x["name"]: x["est"] for x in fit["coefs"]}
     return {"k": math.exp(c["intercept"]), "gamma_N": c["gamma_N"], "gamma_D": c["gamma_D"], "n": int(y.size),
@@ -591,7 +591,7 @@ def records(runs):
         seen.add(key)
         n = num(r["params"].get("non_embedding"))
         recs.append(dict(zip(("variant", "bits", "size", "lr", "warmdown", "seed"), key), loss=loss,
-                         N=n if n and n > 0 else None, gd=r.get("grid_distance")))
+                         N=n if n and n > 0 else None, D=num(r.get("tokens")), gd=r.get("grid_distance")))
     if dups:
         warn(f"{len(dups)} runs repeat a (bits, size, lr, warmdown, seed) already seen and are ignored, "
              f"e.g. {dups[0]}")
@@ -656,7 +656,7 @@ def qat_report(recs, order):
     lrs = defaultdict(dict)  # (variant, bits, size) -> lr -> warmdown -> seed -> loss
     for (v, b, s, lr), by_wd in cells.items():
         lrs[(v, b, s)][lr] = by_wd
-    verdict = []
+    verdict, at_best = [], {}
     for key in sorted(lrs, key=lambda k: (k[0], order[k[2]], -k[1])):
         by_lr = lrs[key]
         wds = sorted({w for by_wd in by_lr.values() for w in by_wd})
@@ -669,12 +669,62 @@ def qat_report(recs, order):
             r["lr"] = best_lr[r["warmdown"]]
         verdict.append(dict(zip(("variant", "bits", "size"), key), best_warmdown=best, best_lr=best_lr[best],
                             lrs=sorted(by_lr), warmdowns=rows))
+        at_best[key] = {w: by_lr[best_lr[w]][w] for w in wds}
     fp16 = {(c["variant"], c["size"]): c["best_warmdown"] for c in verdict if c["bits"] == 16}
     for c in verdict:
         c["fp16_best_warmdown"] = fp16.get((c["variant"], c["size"]))
         c["same_as_fp16"] = None if c["fp16_best_warmdown"] is None else c["best_warmdown"] == c["fp16_best_warmdown"]
-    return {"cells": out, "verdict": verdict,
+    return {"cells": out, "verdict": verdict, "interaction": interaction_rows(at_best, order), "int4_transition": int4_transition(at_best, order),
             "lr_rule": "verdict: each warmdown at its own best LR (mean over seeds), then the best warmdown"}
+
+
+def interaction_rows(at_best, order):
+    """Per (variant, size, bits b < 16): the two-way bit-width x warmdown ANOVA of FP16 and INT-b, each
+    warmdown at its own best LR, over the seeds every one of those cells has (seed as a block): the
+    interaction F tests whether the warmdown effect differs between the bit-widths (the QAT seed's
+    null: it does not). at_best: (variant, bits, size) -> warmdown -> seed -> loss."""
+    rows = []
+    for (v, b, s) in sorted(at_best, key=lambda k: (k[0], order[k[2]], -k[1])):
+        fp = at_best.get((v, 16, s))
+        if b == 16 or fp is None:
+            continue
+        wds = sorted(set(fp) & set(at_best[(v, b, s)]))
+        groups = [fp, at_best[(v, b, s)]]
+        seeds = sorted(set.intersection(*(set(g[w]) for g in groups for w in wds))) if wds else []
+        if len(wds) < 2 or len(seeds) < 2:
+            continue
+        y, bits, wd, blk = zip(*[(g[w][sd], bb, w, sd) for g, bb in zip(groups, (16, b)) for w in wds for sd in seeds])
+        t = interaction_f(np.array(y), bits, wd, blk)
+        rows.append({"variant": v, "size": s, "bits": b, "warmdowns": wds, "n_seeds": len(seeds),
+                     "F": t["F"], "df1": t["df1"], "df2": t["df2"], "p": t["p"]})
+    return rows
+
+
+def int4_transition(at_best, order, z_min=3.0):
+    """The QAT seed's INT4 transition (wd 0.33 decisive from 50M, noise below): per variant and size,
+    INT4 at wd 0.33 against wd 0.1 (each at its best LR), paired over seeds: z > 0 when 0.33 has the
+    lower loss, wins = seeds where it does; decisive when z >= z_min. from_size: the smallest size
+    from which every larger INT4 size is decisive (null when the largest is not). None without INT4."""
+    out = []
+    for v in sorted({k[0] for k in at_best if k[1] == 4}):
+        rows = []
+        for s in sorted((k[2] for k in at_best if k[:2] == (v, 4)), key=order.get):
+            c = at_best[(v, 4, s)]
+            if 0.1 not in c or 0.33 not in c:
+                continue
+            seeds = sorted(set(c[0.1]) & set(c[0.33]))
+            pz = paired_z([c[0.1][sd] for sd in seeds], [c[0.33][sd] for sd in seeds])
+            z = None if math.isnan(pz["z"]) else pz["z"]
+            rows.append({"size": s, "n": pz["n"], "mean_diff": pz["mean_diff"], "z": z, "wins": pz["wins_b"],
+                         "decisive": z is not None and z >= z_min})
+        start = None
+        for r in reversed(rows):
+            if not r["decisive"]:
+                break
+            start = r["size"]
+        if rows:
+            out.append({"variant": v, "z_min": z_min, "rows": rows, "from_size": start})
+    return out or None
 
 
 def default_fit_sizes(sizes):
@@ -691,13 +741,9 @@ def penalty_report(recs, order, fit_sizes=None, level=0.95, ref_lr=1.0, ref_warm
     interval and coverage at every other size."""
     at_ref = [x for x in recs if x["lr"] == ref_lr and abs(x["warmdown"] - ref_warmdown) < 1e-9]
     base = {(x["variant"], x["size"], x["seed"]): x["loss"] for x in at_ref if x["bits"] == 16}
-    pens, ns = defaultdict(list), defaultdict(list)
-    for x in at_ref:
-        k = (x["variant"], x["size"], x["seed"])
-        if x["bits"] != 16 and k in base:
-            pens[(x["variant"], x["bits"], x["size"])].append(x["loss"] - base[k])
-            if x["N"] is not None:
-                ns[(x["variant"], x["bits"], x["size"])].append(x["N"])
+    by_seed, nd = per_seed_penalties(at_ref, base)
+    pens = {k: list(v.values()) for k, v in by_seed.items()}
+    ns = {k: [n for n, _ in v if n is not None] for k, v in nd.items()}
     out = []
     for v, b in sorted({(v, b) for v, b, _ in pens}, key=lambda t: (t[0], -t[1])):
         sizes = sorted((s for vv, bb, s in pens if (vv, bb) == (v, b)), key=order.get)
@@ -722,6 +768,8 @@ def penalty_report(recs, order, fit_sizes=None, level=0.95, ref_lr=1.0, ref_warm
                 for s, yh, l, h in zip(held, yhat, lo, hi):
                     rows[s].update(pred=float(yh), lo=float(l), hi=float(h), inside=bool(l <= rows[s]["penalty"] <= h))
                 g["coverage"] = f"{sum(rows[s]['inside'] for s in held)}/{len(held)}"
+            g["lack_of_fit"] = lack_of_fit_f([pens[(v, b, s)] for s in fit_set],
+                                             [fit["alpha"] + fit["beta"] * math.log(rows[s]["n_params"]) for s in fit_set])
             pt = lambda s: (rows[s]["n_params"], rows[s]["penalty"], rows[s]["sd"], rows[s]["n"])
             g["seed_check"] = seed_noise_check([pt(s) for s in fit_set], [pt(s) for s in held])
             for s, h in zip(held, (g["seed_check"] or {}).get("held", [])):
@@ -729,7 +777,104 @@ def penalty_report(recs, order, fit_sizes=None, level=0.95, ref_lr=1.0, ref_warm
             g["held_out"] = [{k: rows[s].get(k) for k in ("size", "n_params", "penalty", "pred", "lo", "hi", "inside", "z_seed")}
                              for s in held]
         out.append(g)
-    return {"level": level, "ref_lr": ref_lr, "ref_warmdown": ref_warmdown, "laws": out}
+    return {"level": level, "ref_lr": ref_lr, "ref_warmdown": ref_warmdown, "laws": out,
+            "laws_nd": nd_laws(at_ref, base, order, out, level),
+            "variant_contrasts": variant_contrasts(at_ref, base, order)}
+
+
+def without_budget(variant):
+    """A variant's name without its budget (training-length) part: the runs one N-D law is fitted on."""
+    return ",".join(p for p in variant.split(",") if p and not p.startswith("budget="))
+
+
+def budget_of(variant):
+    """The budget part of a variant's name ('x3': 3x the grid's tokens at that size); 'x1' when absent."""
+    return next((p[len("budget="):] for p in variant.split(",") if p.startswith("budget=")), "x1")
+
+
+def per_seed_penalties(at_ref, base):
+    """(variant, bits, size) -> {seed: L_b - L_16} at the reference cell, and -> mean (N, D)."""
+    pens, nd = defaultdict(dict), defaultdict(list)
+    for x in at_ref:
+        k = (x["variant"], x["size"], x["seed"])
+        if x["bits"] != 16 and k in base:
+            pens[(x["variant"], x["bits"], x["size"])][x["seed"]] = x["loss"] - base[k]
+            nd[(x["variant"], x["bits"], x["size"])].append((x["N"], x["D"]))
+    return pens, nd
+
+
+def nd_laws(at_ref, base, order, n_laws, level=0.95):
+    """The QAT law in size and tokens, delta(N, D) = k D^gamma_D / N^gamma_N (Chen et al. 2025, arXiv
+    2505.14302), beside the log-linear law in N: per (variant without its budget, bits), fitted by
+    OLS in log space on the mean penalties of the fit sizes of the N law at every training length
+    (the grid and the longer-training runs); tested at the held-out sizes, with level prediction
+    intervals (predict_nd). For each held-out size and each longer-training cell the N law's
+    prediction (the same at any D) stands beside it: `in_nd_fit` marks the longer-training cells,
+    which the N-D law was fitted on (it is only tested out of sample at the held-out sizes)."""
+    pens, nd = per_seed_penalties(at_ref, base)
+    out = []
+    for v0, b in sorted({(without_budget(v), b) for v, b, _ in pens}, key=lambda t: (t[0], -t[1])):
+        keys = [k for k in pens if without_budget(k[0]) == v0 and k[1] == b]
+        nlaw = next((g for g in n_laws if g["bits"] == b and g["fit"] and without_budget(g["variant"]) == v0
+                     and budget_of(g["variant"]) == "x1"), None)
+        fit_sizes = set(nlaw["fit_sizes"]) if nlaw else set()
+        cells = []
+        for k in sorted(keys, key=lambda k: (order[k[2]], k[0])):
+            ns, ds = zip(*nd[k])
+            if None in ns or None in ds:
+                continue
+            per = list(pens[k].values())
+            cells.append({"size": k[2], "budget": budget_of(k[0]),
+                          "tokens": float(np.mean(ds)), "n_params": float(np.mean(ns)), "penalty": float(np.mean(per)),
+                          "sd": sd1(per), "n": len(per), "role": "fit" if k[2] in fit_sizes else "held-out"})
+        fit_cells = [c for c in cells if c["role"] == "fit" and c["penalty"] > 0]
+        g = {"variant": v0, "bits": b, "k": None, "gamma_N": None, "gamma_D": None, "n": len(fit_cells), "r2": None,
+             "n_nonpositive": sum(c["role"] == "fit" and c["penalty"] <= 0 for c in cells), "held_out": [],
+             "coverage": None, "cells": cells}
+        fit = loglinear_nd_fit([c["n_params"] for c in fit_cells], [c["tokens"] for c in fit_cells],
+                               [c["penalty"] for c in fit_cells], level) if fit_cells else None
+        if fit is None:
+            g["message"] = ("the law in N and D is not identified by these runs: it needs >= 4 positive fit penalties "
+                            "with D varying at fixed N")
+        else:
+            g.update({k: fit[k] for k in ("k", "gamma_N", "gamma_D", "r2")}, s=fit["s"], dof=fit["dof"])
+        for c in cells:
+            if fit:
+                c["pred_nd"], c["lo_nd"], c["hi_nd"] = predict_nd(fit, c["n_params"], c["tokens"], level)
+                c["inside_nd"] = None if c["lo_nd"] is None else bool(c["lo_nd"] <= c["penalty"] <= c["hi_nd"])
+            if nlaw:
+                yh, lo, hi = (float(a[0]) for a in predict_interval(nlaw["fit"], [c["n_params"]], level))
+                c.update(pred_n=yh, lo_n=lo, hi_n=hi, inside_n=bool(lo <= c["penalty"] <= hi))
+            c["in_nd_fit"] = c["role"] == "fit"
+        g["held_out"] = [c for c in cells if c["role"] == "held-out" or c["budget"] != "x1"]
+        tested = [c for c in cells if c["role"] == "held-out" and c.get("inside_nd") is not None]
+        g["coverage"] = f"{sum(c['inside_nd'] for c in tested)}/{len(tested)}" if tested else None
+        g["error"] = {law: {part: float(np.mean([abs(c["penalty"] - c[f"pred_{law}"]) for c in cs])) if cs else None
+                            for part, cs in (("held_out_sizes", [c for c in cells if c["role"] == "held-out" and f"pred_{law}" in c]),
+                                             ("longer_training", [c for c in cells if c["budget"] != "x1" and f"pred_{law}" in c]))}
+                      for law in ("n", "nd")}
+        out.append(g)
+    return out
+
+
+def variant_contrasts(at_ref, base, order):
+    """Each probe's penalty against the grid's at the same size and bits (the grid: the variant with
+    the most penalty cells), paired over seeds: the paired t test of the one rule for "better"."""
+    pens, _ = per_seed_penalties(at_ref, base)
+    count = defaultdict(int)
+    for v, _, _ in pens:
+        count[v] += 1
+    if len(count) < 2:
+        return []
+    grid = max(sorted(count), key=count.get)
+    rows = []
+    for (v, b, s) in sorted(pens, key=lambda k: (k[0], -k[1], order[k[2]])):
+        if v != grid and (grid, b, s) in pens:
+            p = paired_acc(pens[(v, b, s)], pens[(grid, b, s)])
+            rows.append({"variant": v, "against": grid, "bits": b, "size": s, **p,
+                         "verdict": ("smaller" if p["mean_diff"] < 0 else "larger") if distinguishable(p)
+                         else "not distinguishable"})
+    return rows
 
 
 def grid_report(recs, order):
@@ -776,13 +921,24 @@ def qat_md(q):
          "Deployed metrics.val_loss, mean ± sd over seeds. z: paired z of (warmdown - best) over matched seeds"
          " (positive: the best warmdown has the lower loss); best wins: seeds where the best is lower.", "",
          f"**Verdict per (bits, size)** ({q['lr_rule']}):", ""]
+    inter = {(r["variant"], r["size"], r["bits"]): r for r in q["interaction"]}
     L += table(["variant", "bits", "size", "best warmdown (at LR)", "FP16 best", "same as FP16",
-                "other warmdowns: Δ, z, best wins"],
+                "other warmdowns: Δ, z, best wins", "bits x warmdown interaction vs FP16"],
                [[c["variant"] or "-", str(c["bits"]), c["size"], f"{f(c['best_warmdown'])} ({f(c['best_lr'])})",
                  f(c["fp16_best_warmdown"]), {True: "yes", False: "NO", None: "-"}[c["same_as_fp16"]],
                  "; ".join(f"{f(r['warmdown'])}: {r['delta']:+.4f}, z {f(r['z'], '+.1f')}, {r['best_wins']}/{r['n_paired']}"
-                           for r in c["warmdowns"] if r["z"] is not None)]
+                           for r in c["warmdowns"] if r["z"] is not None),
+                 (lambda t: f"F={f(t['F'], '.2f')} ({t['df1']}, {t['df2']}), p={f(t['p'], '.2g')}" if t else "-")(
+                     inter.get((c["variant"], c["size"], c["bits"])))]
                 for c in q["verdict"]]) + [""]
+    L += ["The interaction column is the QAT seed's null put as a test: a two-way ANOVA of FP16 and this bit-width "
+          "over warmdowns (each at its best LR), seeds as blocks; a small p says the warmdown effect differs "
+          "between the two bit-widths. \"Same as FP16\" only compares the argmins.", ""]
+    for t in q["int4_transition"] or []:
+        L += [f"**INT4 transition** {vtag(t['variant'])}(wd 0.33 against wd 0.1, paired over seeds; z > 0: 0.33 lower; "
+              f"decisive: z >= {f(t['z_min'])}): " + "; ".join(
+                  f"{r['size']} z {f(r['z'], '+.1f')} ({r['wins']}/{r['n']})" for r in t["rows"]) +
+              f". Decisive at every size from: **{t['from_size'] or 'none'}**.", ""]
     L += ["Per (bits, size, LR) cell:", ""]
     L += table(["variant", "bits", "size", "lr", "best", "val_loss by warmdown (mean ± sd, n; z)"],
                [[c["variant"] or "-", str(c["bits"]), c["size"], f(c["lr"]), f(c["best_warmdown"]),
@@ -807,16 +963,59 @@ def penalty_md(p):
             L += [f"Fit on {', '.join(g['fit_sizes'])}: alpha={ft['alpha']:.4g}, beta={ft['beta']:.4g}, s={ft['s']:.3g},"
                   f" R^2={f(ft['r2'], '.3f')}. " + (f"Held-out coverage {g['coverage']}." if g["coverage"]
                                                    else "No held-out sizes.")]
+            lf = g.get("lack_of_fit")
+            if lf:
+                L += ["", f"Lack of fit against the pooled seed variance (F test): F={lf['F']:.2f} on ({lf['df1']}, "
+                          f"{lf['df2']}) dof, p={lf['p']:.2g}."]
             sc = g.get("seed_check")
             if sc:
                 zs = ", ".join(f"{h['size']} z={h['z_seed']:+.1f}" for h in g["held_out"] if h.get("z_seed") is not None)
-                L += ["", f"Against the seed noise (weighted by sd/sqrt(seeds)): beta={sc['beta']:.4g} ± {sc['beta_se']:.2g},"
-                          f" lack of fit chi^2={sc['chi2']:.2f} on {sc['dof']} dof (p={sc['p_lack_of_fit']:.2g})"
-                          + (f"; held-out {zs}." if zs else ".")]
+                L += ["", f"Treating each size's seed sd as known (weighted by sd/sqrt(seeds); overstates, the F test above "
+                          f"does not): beta={sc['beta']:.4g} ± {sc['beta_se']:.2g}, chi^2={sc['chi2']:.2f} on {sc['dof']} "
+                          f"dof (p={sc['p_lack_of_fit']:.2g})" + (f"; held-out {zs}." if zs else ".")]
         else:
             L += [f"_{g['message']}._"]
         L += [""]
+    return L + nd_md(p) + contrasts_md(p)
+
+
+def nd_md(p):
+    """The two laws side by side: the N law (alpha + beta ln N) and the N-D law (k D^gamma_D / N^gamma_N)."""
+    L = ["### The law in size and tokens beside the law in size", "",
+         "delta(N, D) = k D^gamma_D / N^gamma_N (arXiv 2505.14302), OLS in log space on the fit sizes at every "
+         f"training length; {p['level']:.0%} prediction intervals (log space, t on n - 3 dof). Beside it the N law "
+         "(the same at any D). Cells marked 'in fit' were fitted by the N-D law, not tested.", ""]
+    for g in p.get("laws_nd") or []:
+        if g["k"] is None and not any("pred_n" in c for c in g["held_out"]):
+            continue  # neither law was fitted for this group (a probe at one size): nothing to put side by side
+        L += [f"**{vtag(g['variant'])}INT{g['bits']}**: " + (
+            f"k={g['k']:.3g}, gamma_N={g['gamma_N']:+.3f}, gamma_D={g['gamma_D']:+.3f}, R^2={f(g['r2'], '.3f')} on "
+            f"{g['n']} cells; held-out coverage {g['coverage'] or '-'}." if g["k"] is not None else f"_{g['message']}._"), ""]
+        if g["held_out"]:
+            pi = lambda c, law: (f"{c[f'pred_{law}']:+.4f} [{f(c[f'lo_{law}'], '+.4f')}, {f(c[f'hi_{law}'], '+.4f')}]"
+                                 + ("" if c.get(f"inside_{law}") is None else " ok" if c[f"inside_{law}"] else " **out**")
+                                 if f"pred_{law}" in c else "-")
+            L += table(["size", "budget", "N", "D", "P (mean ± sd)", "N law", "N-D law"],
+                       [[c["size"], c["budget"], f(c["n_params"], ".3g"), f(c["tokens"], ".3g"),
+                         f"{c['penalty']:+.4f} ± {f(c['sd'], '.2g')}", pi(c, "n"),
+                         pi(c, "nd") + (" (in fit)" if c["in_nd_fit"] else "")] for c in g["held_out"]]) + [""]
+            e = g["error"]
+            L += ["Mean |error|: held-out sizes N law " + f(e["n"]["held_out_sizes"], ".4f") + ", N-D law "
+                  + f(e["nd"]["held_out_sizes"], ".4f") + "; longer training N law " + f(e["n"]["longer_training"], ".4f")
+                  + ", N-D law " + f(e["nd"]["longer_training"], ".4f") + " (in fit).", ""]
     return L
+
+
+def contrasts_md(p):
+    rows = p.get("variant_contrasts") or []
+    if not rows:
+        return []
+    return (["### Probes against the grid: the penalty, paired over seeds", "",
+             f"d = the probe's penalty - the grid's ({rows[0]['against'] or 'grid'}) at the same size and bits; "
+             f"smaller / larger: paired t test p < {f(BETTER_LEVEL)} over >= {MIN_SEEDS} seeds.", ""] +
+            table(["probe", "bits", "size", "Δ penalty", "t", "p", "seeds", "verdict"],
+                  [[r["variant"], str(r["bits"]), r["size"], f"{r['mean_diff']:+.4f}", f(r["z"], "+.2f"),
+                    f(r["p"], ".2g"), str(r["n"]), r["verdict"]] for r in rows]) + [""])
 
 
 def grid_md(g):
