@@ -138,20 +138,32 @@ grid_qat() {
 
 # Probes of the null (QAT seed, Phase 5): AdamW, cosine, longer training, extra sizes, INT4 from the
 # smallest size up. Identical configs (e.g. the FP16 baselines shared by two probes) are one run.
-# tiny (54 runs): the probes at the largest-penalty bit-width (INT3) against FP16, 3 seeds; extra
-# held-out sizes 10K and 0.1M for the INT3 law; INT4 is in the tiny grid itself at every size.
+# tiny (102 runs): the probes at the largest-penalty bit-width (INT3) against FP16, 3 seeds; extra
+# held-out sizes 10K and 0.1M for the INT3 law; INT4 is in the tiny grid itself at every size. The
+# tiny grid runs one LR, so the LR axis is probed at 25K (LRs 0.5 and 2 beside the grid's 1: these
+# runs join the grid's cells, whose verdict then takes each warmdown at its best LR); 9x at 14K and
+# 3x at 25K at the reference cell make D vary at fixed N, which the law in N and D needs.
 grid_qat_probes() {
-    local d=$OUT/qat-probes size bits wd seed m
+    local d=$OUT/qat-probes size bits wd seed m lr sm
     local base pbits seeds sizes sbits swds long_size long lbits int4_sizes int4_seeds int4_wds
+    local lr_size lr_lrs ref_long
     if [[ $SCALE == tiny ]]; then
         base="25K"; pbits="16 3"; seeds="0 1 2"; sizes="10K 0.1M"; sbits="16 3"; swds="0.33"
         long_size=14K; long="3"; lbits="16 3"; int4_sizes=""; int4_seeds=""; int4_wds=""
+        lr_size=25K; lr_lrs="0.5 2"; ref_long="14K:9 25K:3"
     else
         base="15M 50M"; pbits=$QAT_BITS; seeds="0 1 2"; sizes="5M 8M 175M 250M 350M"; sbits=$QAT_BITS; swds=$QAT_WDS
         long_size=15M; long="3 9"; lbits="16 6"
         int4_sizes="3M 5M 8M 15M 20M 30M 50M 100M"; int4_seeds="0 1 2 3 4 5 6 7 8 9"; int4_wds="0.1 0.33"
+        lr_size=""; lr_lrs=""; ref_long=""  # the paper grid has 4 LRs, and 3x / 9x at every warmdown
     fi
     {
+    for size in $lr_size; do for lr in $lr_lrs; do for bits in $pbits; do for seed in $seeds; do
+        for wd in $QAT_WDS; do qat_run "$d" "$size" "$bits" "$wd" "$lr" "$seed"; done
+    done; done; done; done
+    for sm in $ref_long; do for bits in $lbits; do for seed in $seeds; do
+        qat_run "$d" "${sm%:*}" "$bits" 0.33 1 "$seed" --long "${sm#*:}"
+    done; done; done
     for size in $base; do for bits in $pbits; do for seed in $seeds; do
         for wd in $QAT_WDS; do qat_run "$d" "$size" "$bits" "$wd" 1 "$seed" --optimizer adamw; done
         qat_run "$d" "$size" "$bits" 0.33 1 "$seed" --schedule cosine   # warmdown unused by cosine

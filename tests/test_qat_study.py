@@ -158,6 +158,15 @@ def test_tiny_grid_end_to_end(tmp_path):
     # the planted optimum (INT4 below 40M params is planted as a tie: no claim)
     assert all(c["best_warmdown"] == 0.33 and c["same_as_fp16"] for (b, s), c in verdict.items() if b != 4)
     assert {"qat_warmdown.png", "penalty_vs_size.png"} <= set(os.listdir(report))
+    # the tiny probes make the new tests possible: the LR axis at 25K, the N-D law for INT3 (D varies at
+    # 14K and 25K), the interaction at every fit size, the INT4 transition over the fit sizes
+    assert verdict[(16, "25K")]["lrs"] == [0.5, 1.0, 2.0] and verdict[(16, "14K")]["lrs"] == [1.0]
+    nd = {g["bits"]: g for g in rep["penalty_law"]["laws_nd"] if g["variant"] == "optimizer=muon,schedule=wsd"}
+    assert nd[3]["k"] is not None and nd[3]["n"] == 6 and nd[4]["k"] is None
+    assert {(r["size"], r["bits"]) for r in rep["qat"]["interaction"] if r["variant"] == BASE} == \
+        {(s, b) for s in ("14K", "25K", "39K") for b in (4, 3)}
+    t, = [t for t in rep["qat"]["int4_transition"] if t["variant"] == BASE]
+    assert [r["size"] for r in t["rows"]] == ["14K", "25K", "39K"]
 
 
 def test_seed_noise_check_by_hand():

@@ -37,7 +37,8 @@ COUNTS = {  # (study, scale) -> lines of the full grid
     ("qat", "tiny"): 3 * 3 * 3 * 3 + 2 * 3 * 3,     # bits x warmdown x fit size x seed (1 LR) + held-out sizes at wd 0.33
     ("qat", "paper"): 3 * 3 * 4 * 4 * 5,            # the seed's 720-run grid (4 LRs)
     # adamw 2 bits x 3 wd x 3 seeds + cosine 2x3 + 3x longer 2x3x3 + sizes 10K, 0.1M at wd 0.33 2x2x3
-    ("qat-probes", "tiny"): 18 + 6 + 18 + 12,
+    # + the LR axis at 25K (LRs 0.5, 2) 2x2x3x3 + the reference cell at 14K x9 and 25K x3 2x2x3
+    ("qat-probes", "tiny"): 18 + 6 + 18 + 12 + 36 + 12,
     # adamw 2x3x3x3 + cosine 2x3x3 + {3x,9x} 2x3x3x2 + 5 sizes 3x3x3 + INT4 8x2x10x2 (3M-100M: six sizes
     # below 50M), minus 12 FP16 runs the size and INT4 probes share (5M/8M, wd 0.1/0.33, seeds 0-2)
     ("qat-probes", "paper"): 54 + 18 + 36 + 135 + 320 - 12,
@@ -152,6 +153,11 @@ def test_qat_probes_grid(env):
         assert held <= {c.size for c in cfgs}  # the held-out sizes of the penalty law
         long_runs = [c for c in cfgs if os.path.basename(c.out_dir).endswith(("_x3", "_x9"))]
         assert long_runs and all(c.model.get('bits', 16) in (16, 6, 3) for c in long_runs)
+        if scale == "tiny":  # the LR axis at 25K, and D varying at fixed N at the reference cell
+            assert {c.lr for c in cfgs if c.size == "25K" and c.optimizer == "muon" and c.schedule == "wsd"} >= {0.5, 2.0}
+            ref_long = {(c.size, os.path.basename(c.out_dir)[-3:]) for c in long_runs if c.warmdown == 0.33}
+            assert {("14K", "_x3"), ("14K", "_x9"), ("25K", "_x3")} <= ref_long
+            assert {c.warmdown for c in long_runs if c.out_dir.endswith("_x9")} == {0.33}
     int4 = sorted({c.size for c in cfgs if c.model.get('bits', 16) == 4}, key=lambda s: float(s[:-1]))
     assert int4 == ["3M", "5M", "8M", "15M", "20M", "30M", "50M", "100M"]  # six sizes below 50M
 
