@@ -340,6 +340,19 @@ def autocast(device):
     return contextlib.nullcontext()
 
 
+EVAL_LOGITS = dict(cpu=2 ** 21, cuda=2 ** 28)  # fp32 logits per evaluation batch: 8 MiB on CPU, 1 GiB on CUDA
+
+
+def eval_batch_tokens(device, vocab_size, given=0):
+    """Tokens per evaluation forward pass: `given` when > 0, else as many as keep the batch's fp32
+    logits (tokens x vocab, a small model's largest tensor) within EVAL_LOGITS. On CPU that is the
+    fastest size measured for the tiny models (bigger batches fall out of cache: docs/speed.md); on
+    CUDA it bounds memory at any context length. A caller runs at least one row whatever this says."""
+    if given > 0:
+        return given
+    return max(1, EVAL_LOGITS["cuda" if str(device).startswith("cuda") else "cpu"] // max(vocab_size, 1))
+
+
 def all_reduce_sum(t, dist_info):
     if dist_info.ddp:
         import torch.distributed as dist

@@ -27,6 +27,7 @@ the score lengths (ppl loss, log LongPPL, key-token share, retrieval). Algorithm
 match over the bins past N. "sink_rate", "sink_strength": the first-token sink rate and the mean
 first-token importance on val text at the training length.
 """
+import contextlib
 import dataclasses
 import json
 import math
@@ -43,7 +44,7 @@ import torch.nn.functional as F
 import cli
 import train
 from cli import UserError, flag, parse, write_json, main as cli_main
-from quant import check_bits, grid_distance, parse_clip
+from quant import check_bits, frozen, grid_distance, parse_clip
 from tasks import (ALGO_TASKS, TASKS, algo_eval, algo_example_len, depth_grid, make_sample, rank_credit,
                    score_answer)
 
@@ -432,6 +433,7 @@ def algo_bins(lo, lengths):
     return [(a, b) for a, b in zip([lo] + [l + 1 for l in lengths[:-1]], lengths)]
 
 
+@torch.no_grad()
 def eval_algo(model, tc, lengths, n, device="cpu", bar=None):
     """Exact match and answer loss per input-length bin with tasks.algo_eval (every input length of
     the bin, equally often); the evaluation block grows to fit the longest example (positions past
@@ -490,7 +492,7 @@ class EvalConfig:
     logn: bool = flag(False, "SWAN log-n query scaling at evaluation (model.config.logn_scale = True)")
     quick: bool = flag(False, "cheaper, for sweeps: 1 depth (0.5), 8192 ppl tokens")
     out: str = flag("", "output path ('' = RUN/eval.json)")
-    batch_tokens: int = flag(8192, "tokens per forward pass")
+    batch_tokens: int = flag(0, "tokens per forward pass (0 = sized to the device and vocabulary, as train.py's)")
     max_len: int = flag(65536, "sanity limit on lengths")
     device: str = flag("auto", "auto | cpu | cuda | cuda:N")
     quiet: bool = flag(False, "no progress bar")
@@ -516,10 +518,10 @@ def check(ec, tc, mcfg, tasks, lengths):
         raise UserError(f"unknown --haystack {ec.haystack!r}: repeat | needle | corpus")
     if ec.score not in ("rank", "exact"):
         raise UserError(f"unknown --score {ec.score!r}: rank | exact")
-    if min(ec.depths, ec.samples, ec.probe_samples, ec.longppl_short, ec.algo_samples, ec.batch_tokens) < 1 \
-            or ec.longppl_step < 0:
-        raise UserError("--depths, --samples, --probe_samples, --algo_samples, --batch_tokens, --longppl_short must "
-                        "be >= 1, --longppl_step >= 0")
+    if min(ec.depths, ec.samples, ec.probe_samples, ec.longppl_short, ec.algo_samples) < 1 \
+            or ec.longppl_step < 0 or ec.batch_tokens < 0:
+        raise UserError("--depths, --samples, --probe_samples, --algo_samples, --longppl_short must "
+                        "be >= 1, --longppl_step and --batch_tokens >= 0")
     if ec.stride < 0 or (ec.buckets != "log2" and not ec.buckets.isdigit()):
         raise UserError("--stride must be >= 0 and --buckets log2 or a positive integer")
     if ec.out:  # never over an input (a checkpoint, a record): only over an earlier evaluation
@@ -563,19 +565,41 @@ def is_eval_record(path):
     return isinstance(rec, dict) and "eval_config" in rec
 
 
-def short_val_loss(model, corpus, block, ec, device):
-    """In-distribution val loss at the training length: train.evaluate on the whole val split. The
-    run's result.json holds this very number (same deterministic function, and log-n scaling is
-    off within the training length), so a finished run's final checkpoint reuses it."""
+def recorded_metrics(ec):
+    """The metrics of the run's result.json when the final checkpoint is evaluated (the weights they
+    were measured on), else None."""
     path = os.path.join(ec.run, "result.json")
     if ec.ckpt == "final" and os.path.exists(path):
         try:
-            return dict(val_loss=float(json.load(open(path))["metrics"]["val_loss"]), block_size=block,
-                        source="result.json")
+            with open(path) as f:
+                m = json.load(f)["metrics"]
+            return m if isinstance(m, dict) else None
         except (ValueError, KeyError, TypeError, OSError):
             pass
-    return dict(val_loss=train.evaluate(model, corpus.val, corpus.token_bytes, block, device=device)["loss"],
-                block_size=block, source="evaluated")
+    return None
+
+
+def short_val_loss(model, corpus, block, ec, device, final_tokens=0):
+    """In-distribution val loss at the training length: train.evaluate on the run's final-evaluation
+    tokens of the val split (final_tokens, its --final_eval_tokens; 0 = all). The run's result.json holds this very number (same deterministic
+    function, and log-n scaling is off within the training length), so a finished run's final
+    checkpoint reuses it."""
+    with contextlib.suppress(KeyError, TypeError, ValueError):
+        return dict(val_loss=float(recorded_metrics(ec)["val_loss"]), block_size=block, source="result.json")
+    ev = train.evaluate(model, corpus.val, corpus.token_bytes, block, ec.batch_tokens, final_tokens, device)
+    return dict(val_loss=ev["loss"], block_size=block, source="evaluated")
+
+
+@torch.no_grad()
+def short_algo(model, tc, train_len, ec, device):
+    """An algorithmic run's in-distribution answer loss and exact match (tasks.algo_eval at the
+    training lengths): a full-precision run's result.json holds them (its final evaluation, the same
+    call), so its final checkpoint reuses them; a QAT run's record holds full-precision exact match."""
+    m = recorded_metrics(ec) if model.config.bits >= 16 else None
+    with contextlib.suppress(KeyError, TypeError, ValueError):
+        return dict(val_loss=float(m["val_loss"]), val_acc=float(m["val_acc"]))
+    r = algo_eval(model, tc.algo, train.algo_lengths(tc), train_len, tc.seed, tc.algo_offset, device=device)
+    return dict(val_loss=r["loss"], val_acc=r["acc"])
 
 
 def evaluate_run(ec):
@@ -592,6 +616,7 @@ def evaluate_run(ec):
         tasks = [t for t in (ec.tasks or DEFAULT_TASKS).split(",") if t.strip()]
         lengths = sorted(set(int_list(ec.lengths, "lengths") or [train_len * f for f in DEFAULT_FACTORS]))
     check(ec, tc, mcfg, tasks, lengths)
+    ec.batch_tokens = cli.eval_batch_tokens(device, mcfg.vocab_size, ec.batch_tokens)
     res = dict(run=ec.run, checkpoint=os.path.join(ec.run, train.checkpoint_file(ec.ckpt)), train_length=train_len,
                eval_config=dataclasses.asdict(ec), tasks_evaluated=tasks, lengths=lengths,
                model_config=dataclasses.asdict(mcfg), train_config=dataclasses.asdict(tc),
@@ -602,14 +627,14 @@ def evaluate_run(ec):
                                                                 **grid_distance(model, ec.grid_bits, clip)))
         return dict(res, wall_s=time.time() - t0)
     from tqdm import tqdm
+    model = frozen(model)  # a QAT model's weights quantised once, not at every forward (after the grid task)
     if tc.algo:
         with tqdm(total=len(lengths), disable=ec.quiet, desc=tc.algo, dynamic_ncols=True) as bar:
             algo = eval_algo(model, tc, lengths, ec.algo_samples, device, bar)
         past = [v["exact"] for v in algo["by_length"].values() if v["lo"] > algo["train_len"][1]]
-        short = algo_eval(model, tc.algo, train.algo_lengths(tc), train_len, tc.seed, tc.algo_offset, device=device)
         res.update(tasks={tc.algo: algo}, score=float(np.mean(past)) if past else None,
                    score_def="mean exact match over the input-length bins past the training maximum",
-                   sink_rate=None, ppl=None, short=dict(val_loss=short["loss"], val_acc=short["acc"]))
+                   sink_rate=None, ppl=None, short=short_algo(model, tc, train_len, ec, device))
         return dict(res, wall_s=time.time() - t0)
 
     corpus = train.corpus_of(tc)
@@ -622,7 +647,7 @@ def evaluate_run(ec):
         evaluator, etc, _ = train.load_run(ec.evaluator)
         if (etc.tokenizer, etc.vocab_size) != (tc.tokenizer, tc.vocab_size):
             raise UserError(f"--evaluator {ec.evaluator} uses another tokenizer ({etc.tokenizer}/{etc.vocab_size})")
-        evaluator.to(device).eval()
+        evaluator = frozen(evaluator.to(device).eval())
     retrieval = [t for t in tasks if t in TASKS]
     probe_lengths = sorted(set(lengths) | {train_len})
     total = len(lengths) * ("ppl" in tasks) + len(retrieval) * len(lengths) + len(probe_lengths) * (not ec.no_probes)
@@ -638,7 +663,7 @@ def evaluate_run(ec):
         bar.set_description("probes")
         res["probes"] = eval_probes(model, corpus.enc, corpus.val, probe_lengths, ec, device, bar)
     bar.close()
-    res["short"] = short_val_loss(model, corpus, train_len, ec, device)
+    res["short"] = short_val_loss(model, corpus, train_len, ec, device, tc.final_eval_tokens)
     past, where = score_lengths(lengths, train_len, mcfg.rope_original_len, ec.target)
     vals = [r[str(L)][ec.score] for r in (res["tasks"][t]["by_length"] for t in retrieval) for L in past
             if r[str(L)] is not None]

@@ -135,7 +135,7 @@ def export_int(model, cfg, xc, run_result):
     sizes.update(xz=len(packed), file=len(packed if xc.xz else raw))
     atomic_write(out, packed if xc.xz else raw, "wb")
     ev = train.evaluate(load_artefact(out).to(device), corpus.val, corpus.token_bytes, model.config.block_size,
-                        device=device)
+                        max_tokens=cfg.final_eval_tokens, device=device)  # the tokens of the recorded loss
     print(f"{out}: INT{bits} ({clip}) artefact {sizes['file']:,} bytes (torch.save {sizes['raw']:,}, "
           f"xz {sizes['xz']:,}; packed codes {sizes['codes']:,}) vs fp32 {sizes['fp32']:,} / "
           f"fp16 {sizes['fp16']:,} for {sizes['params']:,} parameters")
@@ -548,7 +548,8 @@ def export_hf(model, cfg, xc, run_result):
         if not diff <= LOGIT_TOL:
             raise UserError(f"--format hf: transformers' {arch} disagrees with this model (max |logit diff| "
                             f"{diff:.2e} > {LOGIT_TOL:g}); nothing written")
-        ev = train.evaluate(HFAsGPT(hf), corpus.val, corpus.token_bytes, model.config.block_size, device=device)
+        ev = train.evaluate(HFAsGPT(hf), corpus.val, corpus.token_bytes, model.config.block_size,
+                            max_tokens=cfg.final_eval_tokens, device=device)
         replace_dir(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -165,15 +165,21 @@ def set_qat(model, on):
             m.qat_on.fill_(1.0 if on else 0.0)
 
 
+SMALL_TWIN = 2 ** 24  # parameters up to which quant_targets builds its twin on the CPU
+
+
 def quant_targets(model):
     """[(module name, module)] of the matrices the study quantises: the fake-quantised modules
     (bits < 16). For a full-precision model, the ones its INT-b twin would fake-quantise (block
-    Linears; embedding/head when config.quant_embed), asked of model.py by building the twin on
-    the meta device (no memory, no init), so the rule lives in one place."""
+    Linears; embedding/head when config.quant_embed), asked of model.py by building the twin, so the
+    rule lives in one place: on the meta device (no memory) for a large model; a small one is
+    cheaper built on the CPU (meta tensors' factory functions import torch._dynamo, ~2 s), with
+    the RNG state put back (its init draws)."""
     qat = [(n, m) for n, m in model.named_modules() if isinstance(m, (QATLinear, QATEmbedding))]
     if model.config.bits < 16:
         return [(n, m) for n, m in qat if m.bits < 16]
-    with torch.device("meta"):
+    small = sum(p.numel() for p in model.parameters()) <= SMALL_TWIN
+    with torch.random.fork_rng(devices=[]), torch.device("cpu" if small else "meta"):
         twin = type(model)(dataclasses.replace(model.config, bits=8))
     names = {n for n, m in twin.named_modules() if isinstance(m, (QATLinear, QATEmbedding)) and m.bits < 16}
     return [(n, m) for n, m in qat if n in names]
@@ -230,6 +236,23 @@ def ptq_model(model, bits, clip="absmax"):
         m.weight.copy_(q.float() * s)
     set_qat(model, False)
     return model
+
+
+def frozen(model):
+    """The model to evaluate, with nothing re-quantised at every batch: a QAT model becomes a copy
+    whose fake-quantised modules are marked full precision, so their weights pass straight through
+    (qat_weight's tensor switch computes the fake quantisation even when off), holding the weights
+    on the grid (ptq_model at the model's own bits and clip) where fake quantisation is on, as they
+    are where it is off. Every output is the same bit for bit: fake_quant's forward value is exactly
+    w_hat. Any other model is returned as is."""
+    targets = quant_targets(model) if getattr(model, "config", None) is not None and model.config.bits < 16 else []
+    if not targets:
+        return model
+    on = targets[0][1].qat_on.item() > 0  # set_qat switches every module together
+    twin = ptq_model(model, model.config.bits, model.config.clip) if on else copy.deepcopy(model)
+    for _, m in quant_targets(twin):
+        m.bits = 16
+    return twin
 
 
 def ptq_eval(model, eval_fn, bits_list=(8, 6, 4), clip="absmax"):

@@ -63,6 +63,10 @@ case $SCALE in tiny|paper) ;; *) die "unknown SCALE '$SCALE' (tiny | paper)";; e
 # steps joined by ' && ' (train, then extend, then evaluate); each step is skipped on its own once done.
 
 TRAIN_FLAGS="--quiet${DATA:+ --data $DATA}${EXTRA:+ $EXTRA}"  # on every text training run
+# paper: tokens of val scored by each final pass of a run (full precision, each PTQ bit-width, the QAT
+# deployed model; extensions inherit it): 2^23, 8192 sequences of 1024. Tiny runs score the bundled
+# val split whole (train.py's default, the same 2^23, holds it).
+PAPER_FINAL_EVAL="--final_eval_tokens 8388608"
 
 tokens_for() {  # -> TOKENS: paper token budgets, ~20 tokens per non-embedding parameter (Chinchilla-style)
     case $1 in
@@ -101,7 +105,7 @@ qat_run() {
     else
         accum_for "$size"; tokens_for "$size"
         budget="--block_size 1024 --batch_size 64 --grad_accum $ACCUM --tokens $(( mult * TOKENS ))"
-        budget+=" --eval_interval 500 --ckpt_every 500"
+        budget+=" --eval_interval 500 --ckpt_every 500 $PAPER_FINAL_EVAL"
     fi
     local gwd glr
     printf -v gwd '%g' "$wd"; printf -v glr '%g' "$lr"  # 0.330 -> 0.33, 1.0 -> 1, as train.py's run_name
@@ -201,7 +205,7 @@ grid_longctx() {
     else
         size=100M; qks="none head"; kvs="12 3"; ctxs="1024 2048"; window=256; global=4; target=32768; seeds="0 1 2"
         tps=131072; steps=15259; frac=0.05; fracs="0.25 1"; early=0.25; mix=0.25   # 2.0B tokens, 100M tokens of extension
-        base="--grad_accum 4 --eval_interval 500 --ckpt_every 500 --ptq_bits ''"
+        base="--grad_accum 4 --eval_interval 500 --ckpt_every 500 --ptq_bits '' $PAPER_FINAL_EVAL"
         evalf="--tasks ppl,passkey,niah_single,niah_multikey,niah_multivalue,niah_multiquery,vt,cwe,fwe,json_kv"
         evalf+=" --longppl_short 1024 --quiet"; tgt_lengths="16384,$target"
     fi
@@ -236,17 +240,18 @@ grid_longctx() {
 # log-n scaling) and chunk sparse attention. Tiny: each variant twice per seed, a text run (loss and
 # LongPPL by length; tiny text models score chance on retrieval) and a passkey run (--task_mix 1.0
 # --task_loss answer: learns passkey retrieval at the training length, so its exact match by length
-# has range). Paper: text runs, evaluated on loss and the retrieval tasks.
+# has range). Paper: text runs, evaluated on loss and the retrieval tasks. No PTQ baseline (--ptq_bits ''):
+# nothing in this study reads it.
 grid_posenc() {
     local d=$OUT/posenc size block base seeds tasks lengths quick swan chunk v label flags seed run ev task
     if [[ $SCALE == tiny ]]; then
-        size=0.1M; block=128; seeds="0 1"; base="--vocab_size 1024 --batch_size 16 --iters 300 --eval_interval 1000"
+        size=0.1M; block=128; seeds="0 1"; base="--vocab_size 1024 --batch_size 16 --iters 300 --eval_interval 1000 --ptq_bits ''"
         tasks="ppl"; lengths="128,256,512,1024"; quick=" --quick"
-        task="--vocab_size 1024 --batch_size 16 --iters 600 --eval_interval 1000 --task_mix 1.0 --task_list passkey --task_loss answer"
+        task="--vocab_size 1024 --batch_size 16 --iters 600 --eval_interval 1000 --ptq_bits '' --task_mix 1.0 --task_list passkey --task_loss answer"
         swan="--swan true --window 32 --global_every 2"; chunk="--chunk_layers 1"   # 2 layers: 1 of each
     else
         size=50M; block=1024; seeds="0 1 2"
-        base="--batch_size 64 --tokens 1000000000 --eval_interval 500 --ckpt_every 500"
+        base="--batch_size 64 --tokens 1000000000 --eval_interval 500 --ckpt_every 500 --ptq_bits '' $PAPER_FINAL_EVAL"
         tasks="ppl,passkey,niah_single,niah_multikey,vt,json_kv"; lengths="1024,2048,4096,8192,16384"; quick=""
         task=""; swan="--swan true --window 256 --global_every 4"; chunk="--chunk_layers 1,3,5,7,9"
     fi
@@ -462,7 +467,7 @@ estimate() {  # rough wall time of tiny text-training lines, from timings on the
         size = opt("size", "1M"); bits = opt("bits", 16); steps = opt("iters", 300)
         tok = opt("batch_size", 16) * opt("block_size", 256)
         if (opt("tokens", 0) > 0) steps = int((opt("tokens", 0) + tok - 1) / tok)
-        evals = bits < 16 ? 2 : 1 + split(opt("ptq_bits", "8,6,4"), _p, ",")
+        ptq = opt("ptq_bits", "8,6,4"); evals = bits < 16 ? 2 : 1 + (ptq == "\047\047" ? 0 : split(ptq, _p, ","))
         if (size ~ /^(6K|10K|14K)$/) t += 7 + steps * 0.025 + 1.4 * evals
         else if (size == "25K") t += 7 + steps * 0.026 + 2.0 * evals
         else if (size == "39K") t += 7 + steps * 0.032 + 2.4 * evals

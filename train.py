@@ -10,9 +10,11 @@ record. The data pipeline is data.py, the model model.py; extend.py, evaluate.py
 start from the run folders written here (load_run).
 """
 import contextlib
+import inspect
 import json
 import math
 import os
+import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 
@@ -24,7 +26,12 @@ import data
 import tasks
 from cli import UserError, flag, parse, write_json, atomic_write, main as cli_main
 from model import GPT, GPTConfig, SIZES
-from quant import ptq_eval, set_qat, check_bits
+from quant import frozen, ptq_eval, set_qat, check_bits
+
+# The final evaluation's budget: 2^23 tokens holds the whole val split of the bundled corpus (~0.2M
+# tokens: the tiny studies score it all) and bounds the cost of a large one's (the paper sweeps'
+# default too: 8192 sequences of 1024, ~1% of a 100M model's training tokens per pass)
+FINAL_EVAL_TOKENS = 2 ** 23
 
 # -----------------------------------------------------------------------------
 # Run configuration: every training flag, with what it does. Architecture flags are GPTConfig's
@@ -67,7 +74,10 @@ class TrainConfig:
     seed: int = flag(0, "initialisation and data order")
     # evaluation, records, checkpoints
     eval_interval: int = flag(50, "steps between quick validation evals (on eval_tokens of val)")
-    eval_tokens: int = flag(16384, "tokens of the val split used by the quick evals (the final eval uses all)")
+    eval_tokens: int = flag(16384, "tokens of the val split used by the quick evals")
+    final_eval_tokens: int = flag(FINAL_EVAL_TOKENS, "tokens of the val split scored by every final pass (full "
+                                  "precision, each --ptq_bits, the QAT deployed model): the same first tokens; 0 = all")
+    eval_batch_tokens: int = flag(0, "tokens per evaluation forward pass (0 = sized to the device and vocabulary)")
     ptq_bits: str = flag("8,6,4", "full-precision runs: also record round-to-nearest PTQ loss at these bits")
     save_at: str = flag("", "extra checkpoints at these comma-separated fractions, e.g. 0.25,0.5")
     ckpt_every: int = flag(100, "steps between resume checkpoints (ckpt.pt)")
@@ -80,7 +90,9 @@ class TrainConfig:
     model: dict = field(default_factory=dict)  # the GPTConfig flags given on the command line
 
 
-FREE_ON_RESUME = ("resume", "quiet", "overwrite", "compile", "out_dir", "cache_dir")  # may change on --resume
+# may change on --resume (the last three only shape the final evaluation, done after the resume)
+FREE_ON_RESUME = ("resume", "quiet", "overwrite", "compile", "out_dir", "cache_dir", "ptq_bits", "final_eval_tokens",
+                  "eval_batch_tokens")
 
 
 def check_config(cfg):
@@ -104,6 +116,8 @@ def check_config(cfg):
         raise UserError(f"--batch_size {cfg.batch_size} must be a positive multiple of --grad_accum {cfg.grad_accum}")
     if min(cfg.eval_interval, cfg.ckpt_every, cfg.eval_tokens) < 1 or cfg.seed < 0 or cfg.algo_offset < 0:
         raise UserError("--eval_interval, --ckpt_every and --eval_tokens must be >= 1, --seed and --algo_offset >= 0")
+    if cfg.final_eval_tokens < 0 or cfg.eval_batch_tokens < 0:
+        raise UserError("--final_eval_tokens and --eval_batch_tokens must be >= 0 (0 = all / sized automatically)")
     if cfg.lr <= 0 or cfg.muon_lr <= 0 or cfg.adam_lr <= 0 or cfg.weight_decay < 0 or cfg.grad_clip < 0:
         raise UserError("--lr, --muon_lr, --adam_lr must be > 0; --weight_decay, --grad_clip >= 0")
     for name in ("out_dir", "cache_dir"):
@@ -231,6 +245,33 @@ class Muon(torch.optim.Optimizer):
                 p.add_(u, alpha=-group["lr"] * max(1.0, p.size(0) / p.size(1)) ** 0.5)
 
 
+class AdamW(torch.optim.AdamW):
+    """torch.optim.AdamW, its step run under no_grad directly: torch.optim's step wrapper imports
+    torch._dynamo (~2 s, a sixth of a tiny run) only to place graph breaks for torch.compile, which
+    never traces this loop's optimizer step. The same update, bit for bit."""
+
+    @torch.no_grad()
+    def step(self):
+        return ADAMW_STEP(self)
+
+
+ADAMW_STEP = inspect.unwrap(torch.optim.AdamW.step)  # the update itself, under the wrappers
+
+
+def eager_optimizers():
+    """torch.optim marks Optimizer.add_param_group, state_dict, load_state_dict and zero_grad with
+    torch._disable_dynamo, which imports torch._dynamo at their first call to cache a not-traced
+    version of each. In an eager run nothing traces them: the cache is seeded with the plain method,
+    which is what a call then runs. Only while torch._dynamo is not loaded (nothing compiled yet);
+    a torch without these internals simply imports it as before."""
+    if "torch._dynamo" in sys.modules:
+        return
+    for name in ("add_param_group", "state_dict", "load_state_dict", "zero_grad"):
+        plain = getattr(getattr(torch.optim.Optimizer, name, None), "__wrapped__", None)
+        if plain is not None and not hasattr(plain, "__dynamo_disable"):
+            setattr(plain, "__dynamo_disable", plain)
+
+
 def build_optimizers(model, cfg):
     """Muon for 2-D matrices inside the blocks, AdamW for embeddings, head, norms and scalars;
     with --optimizer adamw every parameter goes to AdamW."""
@@ -241,10 +282,10 @@ def build_optimizers(model, cfg):
     if cfg.optimizer == "adamw":
         groups = [dict(params=block_mats, weight_decay=cfg.weight_decay),
                   dict(params=rest, weight_decay=0.0)]
-        opts = [torch.optim.AdamW(groups, lr=cfg.adam_lr * cfg.lr, betas=betas, eps=1e-8)]
+        opts = [AdamW(groups, lr=cfg.adam_lr * cfg.lr, betas=betas, eps=1e-8)]
     else:
         opts = [Muon(block_mats, lr=cfg.muon_lr * cfg.lr),
-                torch.optim.AdamW(rest, lr=cfg.adam_lr * cfg.lr, betas=betas, eps=1e-8, weight_decay=0.0)]
+                AdamW(rest, lr=cfg.adam_lr * cfg.lr, betas=betas, eps=1e-8, weight_decay=0.0)]
     for opt in opts:
         for g in opt.param_groups:
             g["base_lr"] = g["lr"]
@@ -255,21 +296,25 @@ def build_optimizers(model, cfg):
 # Evaluation
 
 @torch.no_grad()
-def evaluate(model, tokens, token_bytes, block_size, batch_size=16, max_tokens=0, device="cpu",
-             dist_info=None):
+def evaluate(model, tokens, token_bytes, block_size, batch_tokens=0, max_tokens=0, device="cpu",
+             dist_info=None, prefix_tokens=0):
     """Loss (nats/token) and bits per UTF-8 byte on consecutive, non-overlapping windows of
-    `tokens`: deterministic, so runs can be compared to a few thousandths of a nat.
-    Windows are split across DDP ranks and summed. token_bytes None: no bits per byte."""
+    `tokens` (the first max_tokens of them; 0 = all): deterministic, so runs can be compared to a few
+    thousandths of a nat. batch_tokens per forward pass (0 = cli.eval_batch_tokens; a window's loss
+    does not depend on the batch it is in). Windows are split across DDP ranks and summed.
+    token_bytes None: no bits per byte. prefix_tokens > 0 also returns "prefix": the loss of the
+    windows that max_tokens=prefix_tokens would take, from the same forward passes."""
     dist_info = dist_info or cli.Dist()
-    n = len(tokens) - 1 if not max_tokens else min(max_tokens, len(tokens) - 1)
-    n_win = max(n // block_size, 1)
+    n_win = eval_windows(len(tokens), block_size, max_tokens)
+    n_pre = eval_windows(len(tokens), block_size, prefix_tokens) if prefix_tokens else 0
     width = min(block_size, len(tokens) - 1)
+    rows = max(1, cli.eval_batch_tokens(device, vocab_of(model, token_bytes), batch_tokens) // width)
     was_training = model.training
     model.eval()
-    tot = torch.zeros(3, dtype=torch.float64, device=device)  # sum loss, tokens, bytes
+    tot = torch.zeros(5, dtype=torch.float64, device=device)  # sum loss, tokens, bytes; prefix: sum loss, tokens
     wins = list(range(dist_info.rank, n_win, dist_info.world))
-    for i in range(0, len(wins), batch_size):
-        chunk = wins[i:i + batch_size]
+    for i in range(0, len(wins), rows):
+        chunk = wins[i:i + rows]
         xy = np.stack([tokens[w * width: w * width + width + 1] for w in chunk]).astype(np.int64)
         if token_bytes is not None:  # counted on the host copy: no device round trip per batch
             tot[2] += float(token_bytes[xy[:, 1:]].sum())
@@ -278,11 +323,34 @@ def evaluate(model, tokens, token_bytes, block_size, batch_size=16, max_tokens=0
             _, loss = model(xy[:, :-1], xy[:, 1:], reduction="none")
         tot[0] += loss.double().sum()
         tot[1] += loss.numel()
+        k = sum(w < n_pre for w in chunk)  # a rank's windows ascend: the prefix ones lead its batch
+        if k:
+            tot[3] += loss[:k].double().sum()
+            tot[4] += loss[:k].numel()
     cli.all_reduce_sum(tot, dist_info)
     model.train(was_training)
     loss = (tot[0] / tot[1]).item()
     bpb = (tot[0] / (math.log(2) * tot[2])).item() if tot[2] > 0 else None
-    return dict(loss=loss, bpb=bpb, tokens=int(tot[1].item()))
+    out = dict(loss=loss, bpb=bpb, tokens=int(tot[1].item()))
+    if n_pre:
+        out["prefix"] = dict(loss=(tot[3] / tot[4]).item(), tokens=int(tot[4].item()))
+    return out
+
+
+def vocab_of(model, token_bytes=None):
+    """The model's vocabulary (its logits' width): its config's, else the corpus's (token_bytes has one
+    entry per id), else a large one (a conservative batch)."""
+    config = getattr(model, "config", None)
+    if getattr(config, "vocab_size", None):
+        return config.vocab_size
+    return len(token_bytes) if token_bytes is not None else 2 ** 17
+
+
+def eval_windows(n_tokens, block_size, max_tokens=0):
+    """Windows evaluate() scores in a split of n_tokens: whole block_size windows of the first
+    max_tokens + 1 tokens (0 = all), at least one (shorter, when the split is)."""
+    n = n_tokens - 1 if not max_tokens else min(max_tokens, n_tokens - 1)
+    return max(n // block_size, 1)
 
 
 # -----------------------------------------------------------------------------
@@ -407,6 +475,7 @@ class Run:
     lock: object = None
     warmdown_step: int = None
     extra_steps: dict = field(default_factory=dict)
+    final: tuple = None           # (QAT on, result): a final pass the loop's last eval already ran
 
     def path(self, name):
         return os.path.join(self.out_dir, name)
@@ -436,6 +505,8 @@ def setup(cfg):
     block = mcfg.block_size
     iters = math.ceil(cfg.tokens / (cfg.batch_size * block)) if cfg.tokens > 0 else cfg.iters
     out_dir = cfg.out_dir or os.path.join("out", run_name(cfg, mcfg))
+    if not cfg.compile:
+        eager_optimizers()
     run = Run(cfg, mcfg, model.to(dist.device), model, build_optimizers(model, cfg), dist, corpus, out_dir,
               iters, extra=extra)
     if dist.master:
@@ -541,13 +612,36 @@ def smooth_steps(iters):
     return max(1, iters // 20)  # the smoothed train loss averages the last 5% of steps
 
 
-def val_fn(run, model, max_tokens=0):
-    """The run's validation: val loss of the corpus, or exact match for --algo runs."""
+def val_fn(run, model, max_tokens=0, prefix_tokens=0):
+    """The run's validation: val loss of the corpus, or exact match for --algo runs; a QAT model's
+    weights are quantised once for it (quant.frozen)."""
+    model = frozen(model)
     if run.cfg.algo:
-        return tasks.algo_eval(model, run.cfg.algo, algo_lengths(run.cfg), run.mcfg.block_size, run.cfg.seed,
-                               run.cfg.algo_offset, device=run.dist.device)
-    return evaluate(model, run.corpus.val, run.corpus.token_bytes, run.mcfg.block_size,
-                    max_tokens=max_tokens, device=run.dist.device, dist_info=run.dist)
+        with torch.no_grad():  # no graph for the backward that never comes
+            return tasks.algo_eval(model, run.cfg.algo, algo_lengths(run.cfg), run.mcfg.block_size, run.cfg.seed,
+                                   run.cfg.algo_offset, device=run.dist.device)
+    return evaluate(model, run.corpus.val, run.corpus.token_bytes, run.mcfg.block_size, run.cfg.eval_batch_tokens,
+                    max_tokens=max_tokens, device=run.dist.device, dist_info=run.dist, prefix_tokens=prefix_tokens)
+
+
+def last_eval(run, qat_on):
+    """The loop's eval after its last step, as a final pass of the model as it stands (QAT on or
+    off), kept for finish(); its first eval_tokens are the logged quick eval, so no token is
+    scored twice. A quick eval larger than the final budget is run on its own."""
+    cfg = run.cfg
+    if not cfg.algo and cfg.final_eval_tokens and cfg.eval_tokens > cfg.final_eval_tokens:
+        return val_fn(run, run.model, max_tokens=cfg.eval_tokens)
+    ev = val_fn(run, run.model, cfg.final_eval_tokens, prefix_tokens=0 if cfg.algo else cfg.eval_tokens)
+    run.final = (qat_on, ev)
+    return dict(ev, **ev.get("prefix", {}))
+
+
+def final_pass(run, qat_on):
+    """One final evaluation on final_eval_tokens: the deployed model (QAT on) or full precision."""
+    set_qat(run.model, qat_on)
+    if run.final and run.final[0] == qat_on:
+        return run.final[1]
+    return val_fn(run, run.model, run.cfg.final_eval_tokens)
 
 
 def train_step(run, mult):
@@ -597,8 +691,9 @@ def loop(run):
             checkpoint(run, "ckpt_warmdown.pt")
         if run.step in extra_steps:
             checkpoint(run, f"ckpt_{extra_steps[run.step]:g}.pt")
+        qat_on = run.mcfg.bits < 16 and run.step >= qat_step
         if run.mcfg.bits < 16:
-            set_qat(run.model, run.step >= qat_step)
+            set_qat(run.model, qat_on)
         mult = lr_mult(run.step, iters, cfg.warmup, cfg.warmdown, cfg.schedule, cfg.min_lr_frac)
         ts = time.time()
         loss = train_step(run, mult)
@@ -608,7 +703,7 @@ def loop(run):
         run.losses.append(loss)
         row = dict(step=run.step, loss=round(loss, 5), lr_mult=round(mult, 5), tokens=run.step * tokens_per_step)
         if run.step % cfg.eval_interval == 0 or run.step == iters:
-            ev = val_fn(run, run.model, max_tokens=cfg.eval_tokens)
+            ev = last_eval(run, qat_on) if run.step == iters else val_fn(run, run.model, max_tokens=cfg.eval_tokens)
             row["val_loss"] = round(ev["loss"], 5)
             if "acc" in ev:
                 row["val_acc"] = round(ev["acc"], 4)
@@ -630,21 +725,20 @@ def loop(run):
 
 
 def finish(run):
-    """Final evaluation on the whole val split (deployed = quantised weights, and full precision),
-    PTQ of full-precision runs, and the record, written last: its presence marks a finished run."""
+    """Final evaluation on final_eval_tokens of the val split (deployed = quantised weights, and full
+    precision), PTQ of full-precision runs on the same tokens, and the record, written last: its
+    presence marks a finished run."""
     cfg, mcfg, model = run.cfg, run.mcfg, run.model
     tail = run.losses[-smooth_steps(run.iters):]
     metrics = dict(train_loss=tail[-1] if tail else None,  # the last step's batch
                    train_loss_smooth=float(np.mean(tail)) if tail else None,  # less noisy than one batch
                    unigram_loss=run.corpus.unigram_loss() if run.corpus else None)
-    set_qat(model, False)
-    fp = val_fn(run, model)
+    fp = final_pass(run, False)
     metrics.update(val_loss_fp=fp["loss"], val_bpb_fp=fp["bpb"], val_tokens=fp["tokens"])
     if "acc" in fp:
         metrics["val_acc"] = fp["acc"]
     if mcfg.bits < 16:
-        set_qat(model, True)
-        q = val_fn(run, model)
+        q = final_pass(run, True)
         metrics.update(val_loss=q["loss"], val_bpb=q["bpb"], val_loss_quant=q["loss"],
                        quant_gap=q["loss"] - fp["loss"])
     else:
@@ -667,7 +761,7 @@ def finish(run):
     if mcfg.bits >= 16 and cfg.ptq_bits and run.corpus:
         # PTQ baseline: the same grid applied after training, for the QAT-vs-PTQ table. Every DDP
         # rank evaluates (evaluate() all-reduces); only the master writes the record
-        result["ptq"] = ptq_eval(model, lambda m: val_fn(run, m), ptq_bits(cfg), mcfg.clip)
+        result["ptq"] = ptq_eval(model, lambda m: val_fn(run, m, cfg.final_eval_tokens), ptq_bits(cfg), mcfg.clip)
     if run.dist.master:
         write_json(run.path("result.json"), result)
     return result

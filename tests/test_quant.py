@@ -167,6 +167,33 @@ def test_quant_targets_fp_rule_matches_qat_modules(tied, quant_embed):
     assert all(n.startswith("blocks.") for n in names(q4) if n not in ("wte", "lm_head"))
 
 
+def test_quant_targets_twin_leaves_the_rng_alone():
+    model = GPT(small_config())
+    state = torch.get_rng_state()
+    quant.quant_targets(model)  # its twin is built on the CPU (small): its init draws, then the state is put back
+    assert torch.equal(state, torch.get_rng_state())
+
+
+def test_frozen_is_the_fake_quant_forward_bit_for_bit(monkeypatch):
+    model = randomised(GPT(small_config(bits=4, quant_embed=True, tie_embeddings=False)))
+    x, y = tokens(), tokens(seed=1)
+    with torch.no_grad():
+        ref = model(x, y, reduction="none")
+        fz = quant.frozen(model)
+        calls, orig = [], quant.fake_quant
+        monkeypatch.setattr(quant, "fake_quant", lambda *a, **k: (calls.append(1), orig(*a, **k))[1])
+        got = fz(x, y, reduction="none")
+    assert not calls  # the weights were quantised once, not at this forward
+    assert torch.equal(got[0], ref[0]) and torch.equal(got[1], ref[1])
+    assert fz is not model and model.blocks[0].attn.c_q.qat_on.item() == 1  # the model itself untouched
+    quant.set_qat(model, False)  # QAT off: the same, the weights as they are
+    with torch.no_grad():
+        ref, got = model(x, y, reduction="none"), quant.frozen(model)(x, y, reduction="none")
+    assert torch.equal(got[1], ref[1]) and len(calls) == len(quant.quant_targets(model))  # in model's forward only
+    fp = GPT(small_config())
+    assert quant.frozen(fp) is fp  # nothing fake-quantised: as is
+
+
 def test_qat_switch_changes_loss_eager_and_compiled():
     torch.manual_seed(0)
     model = randomised(GPT(small_config(bits=4, n_layer=1)))

@@ -162,6 +162,18 @@ def test_qat_probes_grid(env):
     assert int4 == ["3M", "5M", "8M", "15M", "20M", "30M", "50M", "100M"]  # six sizes below 50M
 
 
+def test_final_evaluation_flags_of_the_grids(env):
+    """Paper text runs score the stated final-evaluation budget; tiny ones the default (the whole
+    bundled val split); posenc, whose analysis reads no PTQ baseline, trains none."""
+    for scale in ("tiny", "paper"):
+        for study in ("qat", "longctx", "posenc"):
+            for line in sweep(env, "-n", study, SCALE=scale).stdout.splitlines():
+                a = train_steps(line)
+                assert flag(a, "--final_eval_tokens") == ("8388608" if scale == "paper" else None), line
+                if study == "posenc":
+                    assert flag(a, "--ptq_bits") == "", line
+
+
 @pytest.mark.parametrize("scale", ["tiny", "paper"])
 def test_longctx_grid(env, scale):
     """The full 2^4 factorial with >= 3 seeds; every pretraining run trains the same tokens per step and

@@ -1,4 +1,5 @@
 """train.py: schedules, Muon, resume, DDP, the run record, bad input."""
+import copy
 import json
 import math
 import os
@@ -10,7 +11,9 @@ import numpy as np
 import pytest
 import torch
 
+import cli
 import data
+import quant
 import train
 from conftest import ROOT, tiny_config
 
@@ -139,12 +142,94 @@ def test_validation_is_deterministic_and_covers_the_split(tiny_run):
     corpus = train.corpus_of(cfg)
     model, _, _ = train.load_run(cfg.out_dir)
     a = train.evaluate(model, corpus.val, corpus.token_bytes, 32)
-    b = train.evaluate(model, corpus.val, corpus.token_bytes, 32, batch_size=3)
-    assert a["loss"] == pytest.approx(b["loss"], abs=1e-9)
+    b = train.evaluate(model, corpus.val, corpus.token_bytes, 32, batch_tokens=3 * 32)  # 3 rows a batch
+    assert a["loss"] == pytest.approx(b["loss"], abs=1e-12)  # only the float64 sums' grouping differs
     assert a["loss"] == pytest.approx(result["metrics"]["val_loss"], abs=1e-9)
     assert a["tokens"] == (len(corpus.val) - 1) // 32 * 32
     # bits per byte = nats per token * tokens / (ln 2 * bytes)
     assert a["bpb"] < a["loss"] / math.log(2)
+
+
+def test_evaluate_prefix_is_the_shorter_evaluation(tiny_run):
+    cfg, _ = tiny_run
+    corpus = train.corpus_of(cfg)
+    model, _, _ = train.load_run(cfg.out_dir)
+    short = train.evaluate(model, corpus.val, corpus.token_bytes, 32, max_tokens=1000)
+    for batch in (3 * 32, 0):  # a batch of 3 rows straddles the prefix's end (31 windows)
+        full = train.evaluate(model, corpus.val, corpus.token_bytes, 32, batch, max_tokens=4096, prefix_tokens=1000)
+        assert full["tokens"] == 4096 and full["prefix"]["tokens"] == short["tokens"] == 1000 // 32 * 32
+        assert full["prefix"]["loss"] == pytest.approx(short["loss"], abs=1e-12)
+
+
+def test_final_eval_budget_is_honoured(tmp_path):
+    """Every final pass (full precision, each PTQ bit-width) scores the same first
+    --final_eval_tokens of val; the logged quick evals keep their own --eval_tokens."""
+    cfg = tiny_config(tmp_path, final_eval_tokens=200, ptq_bits="4")
+    rec = train.train(cfg)
+    corpus = train.corpus_of(cfg)
+    model, _, _ = train.load_run(cfg.out_dir)
+    ev = lambda m, n: train.evaluate(m, corpus.val, corpus.token_bytes, 32, max_tokens=n)["loss"]
+    m = rec["metrics"]
+    assert m["val_tokens"] == 200 // 32 * 32 and rec["config"]["final_eval_tokens"] == 200
+    assert m["val_loss"] == pytest.approx(ev(model, 200), abs=1e-12)
+    assert rec["ptq"]["4"]["val_loss"] == pytest.approx(ev(quant.ptq_model(model, 4), 200), abs=1e-12)
+    assert abs(ev(model, 0) - m["val_loss"]) > 1e-4  # the whole split scores otherwise: the budget held
+    last = [json.loads(line) for line in open(os.path.join(cfg.out_dir, "log.jsonl"))][-1]
+    assert last["val_loss"] == pytest.approx(ev(model, cfg.eval_tokens), abs=6e-6)
+
+
+def test_last_eval_is_the_deployed_final_pass(tmp_path, monkeypatch):
+    """A QAT run's eval after its last step is its deployed final pass, whose first --eval_tokens
+    are the logged quick eval: no token is scored twice; each pass on --final_eval_tokens."""
+    calls, orig = [], train.evaluate
+    monkeypatch.setattr(train, "evaluate", lambda *a, **k: (calls.append(k.get("max_tokens")), orig(*a, **k))[1])
+    cfg = tiny_config(tmp_path, bits=4, final_eval_tokens=1024, eval_tokens=512)  # 20 steps, an eval every 10
+    m = train.train(cfg)["metrics"]
+    assert calls == [512, 1024, 1024]  # step 10; step 20 = the deployed pass; the full-precision pass
+    corpus = train.corpus_of(cfg)
+    model, _, _ = train.load_run(cfg.out_dir)  # QAT on, as deployed
+    ev = lambda n: orig(model, corpus.val, corpus.token_bytes, 32, max_tokens=n)["loss"]
+    assert m["val_tokens"] == 1024 and m["val_loss"] == pytest.approx(ev(1024), abs=1e-12)
+    last = [json.loads(line) for line in open(os.path.join(cfg.out_dir, "log.jsonl"))][-1]
+    assert last["step"] == 20 and last["val_loss"] == pytest.approx(ev(512), abs=6e-6)
+    quant.set_qat(model, False)
+    assert m["val_loss_fp"] == pytest.approx(ev(1024), abs=1e-12)
+
+
+def test_eval_batch_tokens_bound_the_logits():
+    assert cli.eval_batch_tokens("cpu", 512) == 4096 and cli.eval_batch_tokens("cpu", 1024) == 2048
+    assert cli.eval_batch_tokens("cuda:0", 50257) == 2 ** 28 // 50257
+    assert cli.eval_batch_tokens("cuda", 50257, given=100) == 100 and cli.eval_batch_tokens("cpu", 10 ** 9) == 1
+
+
+def test_adamw_steps_exactly_as_torch_adamw():
+    torch.manual_seed(0)
+    a = torch.nn.Linear(8, 8)
+    b = copy.deepcopy(a)
+    kw = dict(lr=1e-2, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+    opts = [(a, train.AdamW(a.parameters(), **kw)), (b, torch.optim.AdamW(b.parameters(), **kw))]
+    for _ in range(5):
+        x = torch.randn(4, 8)
+        for m, o in opts:
+            m(x).square().sum().backward()
+            o.step()
+            o.zero_grad()
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    sa, sb = (o.state_dict() for _, o in opts)
+    assert all(torch.equal(sa["state"][k][n], sb["state"][k][n]) for k in sb["state"] for n in sb["state"][k])
+    opts[1][1].load_state_dict(sa)  # the same checkpoint format both ways
+
+
+def test_eager_training_never_imports_dynamo(tmp_path):
+    """torch.optim's hooks and the PTQ twin on the meta device would import torch._dynamo (~2 s of a
+    tiny run's start): an eager run, checkpoints and PTQ included, needs none of it."""
+    code = (f"import sys, pathlib; sys.path.insert(0, {os.path.join(ROOT, 'tests')!r}); import train; "
+            f"from conftest import tiny_config; "
+            f"train.train(tiny_config(pathlib.Path({str(tmp_path)!r}), iters=4, ckpt_every=2, ptq_bits='4')); "
+            f"print('dynamo' if 'torch._dynamo' in sys.modules else 'no dynamo')")
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.strip().splitlines()[-1] == "no dynamo"
 
 
 # ---------------------------------------------------------------- the run record
