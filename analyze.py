@@ -449,7 +449,8 @@ def size_label(config):
 # that varies within one size splits too, except the grid's own axes and bookkeeping below.
 VARIANT_KEYS = ("optimizer", "schedule", "budget", "block_size", "clip", "qat_start")
 AXIS_KEYS = ("bits", "lr", "warmdown", "seed", "size", "n_layer", "n_embd", "n_head", "iters", "tokens")
-BOOKKEEPING_KEYS = ("out_dir", "quiet", "resume", "overwrite", "device", "compile", "cache_dir", "eval_interval",
+BOOKKEEPING_KEYS = ("out_dir", "quiet", "resume", "overwrite", "device", "compile", "dist_timeout", "cache_dir",
+                    "eval_interval",
                     "eval_tokens", "save_at", "ckpt_every", "model", "ptq_bits", "init_from", "data",
                     "final_eval_tokens", "eval_batch_tokens")
 

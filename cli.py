@@ -291,6 +291,7 @@ class Dist:
     world: int = 1
     device: str = "cpu"
     backend: str = ""  # the process group's: nccl | gloo ("" without DDP)
+    owner: bool = True  # this setup started the process group (and ends it); False: a caller's (extend.py)
 
     @property
     def master(self):
@@ -313,12 +314,20 @@ def resolve_device(name="auto"):
     raise UserError(f"unknown --device {name!r}: auto | cpu | cuda | cuda:N")
 
 
-def setup_device(name):
+def under_torchrun():
+    return "WORLD_SIZE" in os.environ and (int(os.environ["WORLD_SIZE"]) > 1 or "LOCAL_RANK" in os.environ)
+
+
+def setup_device(name, timeout_s=1800):
     """Pick the device, start DDP under torchrun (gloo on CPU, NCCL on CUDA). Any torchrun launch is
     DDP, --nproc_per_node 1 included (one process through the process group and the DDP wrapper:
-    how a single GPU checks the NCCL path); a plain `python` launch is not."""
+    how a single GPU checks the NCCL path); a plain `python` launch is not. timeout_s: how long a
+    collective waits for a missing process before it fails (instead of hanging). A process group
+    already started is reused, and left to its owner to end (extend.py's, over all its stages:
+    starting a second one in a torchrun worker hung at its rendezvous)."""
     want = resolve_device(name)
-    if "WORLD_SIZE" in os.environ and (int(os.environ["WORLD_SIZE"]) > 1 or "LOCAL_RANK" in os.environ):
+    if under_torchrun():
+        import datetime
         import torch
         import torch.distributed as dist
         rank, world, local = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"])
@@ -326,8 +335,10 @@ def setup_device(name):
             want = f"cuda:{local}"
             torch.cuda.set_device(want)
         backend = "nccl" if want.startswith("cuda") else "gloo"
-        dist.init_process_group(backend)
-        return Dist(True, rank, world, want, backend)
+        owner = not dist.is_initialized()
+        if owner:
+            dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s))
+        return Dist(True, rank, world, want, dist.get_backend(), owner)
     return Dist(False, 0, 1, want)
 
 
@@ -351,6 +362,14 @@ def eval_batch_tokens(device, vocab_size, given=0):
     if given > 0:
         return given
     return max(1, EVAL_LOGITS["cuda" if str(device).startswith("cuda") else "cpu"] // max(vocab_size, 1))
+
+
+def to_device(t, device):
+    """A host tensor onto the device: on CUDA through pinned memory and without blocking the host
+    (the copy queues behind the work already launched); elsewhere a plain .to (a no-op on CPU)."""
+    if str(device).startswith("cuda"):
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
 
 
 def all_reduce_sum(t, dist_info):

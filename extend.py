@@ -266,14 +266,19 @@ def extend(ec):
     model, cfg, lineage = prepare(ec, *plan[0], loaded=loaded)  # stage 1 is checked before anything is written
     if len(plan) == 2:
         extended_fields(model.config, ec, ec.factor)  # and stage 2's length
+    master = int(os.environ.get("RANK", 0)) == 0  # under torchrun only rank 0 locks and writes, as train.py
     with contextlib.ExitStack() as held:  # every stage folder is ours before anything is written
+        if cli.under_torchrun():  # one process group for every stage: ranks meet at a barrier per stage
+            cli.setup_device(cfg.device, cfg.dist_timeout)
+            held.callback(destroy_group)
         for _, _, _, _, out in plan:
             os.makedirs(out, exist_ok=True)
-            held.enter_context(cli.locked(out))  # train.py takes the same lock again (re-entrant)
+            if master:
+                held.enter_context(cli.locked(out))  # train.py takes the same lock again (re-entrant)
         if ec.overwrite:
             for _, _, _, _, out in plan:
                 for name in ("result.json", "ckpt.pt", "init.pt"):
-                    if os.path.exists(os.path.join(out, name)):
+                    if master and os.path.exists(os.path.join(out, name)):
                         os.remove(os.path.join(out, name))
             cfg.resume = False
         for k, stage in enumerate(plan):
@@ -283,10 +288,23 @@ def extend(ec):
             if k:
                 model, cfg, lineage = prepare(ec, *stage)
             lineage.update(stage=k + 1, stages=len(plan), budget=budget)
-            if not cfg.resume:  # the rescaled model is the new run's starting point; train.py loads it
+            if not cfg.resume and master:  # the rescaled model is the new run's starting point; train.py loads it
                 train.save_checkpoint(cfg.init_from, model, [], 0, cfg, model.config, dict(lineage=lineage))
+            wait_for_master()
             result = train.train(cfg)
     return result
+
+
+def wait_for_master():
+    """Under torchrun: every rank waits here until rank 0 has written the stage's files."""
+    if cli.under_torchrun():
+        import torch.distributed as dist
+        dist.barrier()
+
+
+def destroy_group():
+    import torch.distributed as dist
+    dist.destroy_process_group()
 
 
 def parse_args(argv=None):
@@ -295,7 +313,9 @@ def parse_args(argv=None):
 
 def main(argv=None):
     def body():
-        train.report(extend(parse_args(argv)))
+        result = extend(parse_args(argv))
+        if int(os.environ.get("RANK", 0)) == 0:
+            train.report(result)
     cli_main(body)
 
 

@@ -14,7 +14,11 @@
 #   JOBS=N            parallel jobs (default: number of GPUs in GPUS, else CPU cores for tiny, else 1)
 #   GPUS=0,1,2,3      one GPU per job slot: slot k runs with CUDA_VISIBLE_DEVICES=GPUS[k mod len(GPUS)]
 #   PYTHON=python     interpreter (tests point it at a stub); DATA=path adds --data to every training run
-#   EXTRA="..."       extra flags appended to every train.py command (e.g. "--compile")
+#                     (SCALE=paper: a prepared folder, `python data.py prepare SRC OUT --procs N` once;
+#                     a raw corpus is refused: its first job would tokenise it while every other GPU waits)
+#   COMPILE=1|0       train.py --compile (regional torch.compile); default 1 for SCALE=paper, 0 for tiny.
+#                     Gate: tests/gpu_check.py's "compile late QAT" and speed checks on the GPU type first
+#   EXTRA="..."       extra flags appended to every train.py command
 # Each job gets OMP_NUM_THREADS = cores / JOBS (at least 1) unless OMP_NUM_THREADS is set.
 #
 # Resume: a run whose OUT/STUDY/RUN/result.json exists is finished and skipped (train.py writes it
@@ -44,6 +48,7 @@ OUT=${OUT:-out/sweeps}
 PY=${PYTHON:-python}
 DATA=${DATA:-}
 EXTRA=${EXTRA:-}
+COMPILE=${COMPILE:-}
 
 die() { echo "sweep.sh: $*" >&2; exit 2; }
 note() { echo "sweep.sh: $*" >&2; }
@@ -55,6 +60,8 @@ emit() {  # print a command with single spaces
 }
 
 case $SCALE in tiny|paper) ;; *) die "unknown SCALE '$SCALE' (tiny | paper)";; esac
+if [[ -z $COMPILE ]]; then [[ $SCALE == paper ]] && COMPILE=1 || COMPILE=0; fi
+case $COMPILE in 0) COMPILE_FLAG="";; 1) COMPILE_FLAG=" --compile";; *) die "COMPILE must be 0 or 1, got '$COMPILE'";; esac
 [[ $OUT == *[[:space:]]* ]] && die "OUT must not contain spaces: '$OUT'"
 [[ $OUT == /* ]] || OUT=${OUT#./}
 
@@ -62,7 +69,7 @@ case $SCALE in tiny|paper) ;; *) die "unknown SCALE '$SCALE' (tiny | paper)";; e
 # Grids: each grid_<study> prints one job per line, fully expanded. A job is one command, or
 # steps joined by ' && ' (train, then extend, then evaluate); each step is skipped on its own once done.
 
-TRAIN_FLAGS="--quiet${DATA:+ --data $DATA}${EXTRA:+ $EXTRA}"  # on every text training run
+TRAIN_FLAGS="--quiet${DATA:+ --data $DATA}$COMPILE_FLAG${EXTRA:+ $EXTRA}"  # on every text training run
 # paper: tokens of val scored by each final pass of a run (full precision, each PTQ bit-width, the QAT
 # deployed model; extensions inherit it): 2^23, 8192 sequences of 1024. Tiny runs score the bundled
 # val split whole (train.py's default, the same 2^23, holds it).
@@ -307,7 +314,7 @@ grid_lengen() {
             for seed in $seeds; do
                 run=$d/${size}_${t}_${label}_len${n}_s${seed}
                 emit "$PY train.py --algo $t --algo_len 1,$n --algo_offset $offset --size $size $RECIPE $base $flags" \
-                     "--eval_interval 1000 --ckpt_every 1000 --seed $seed --quiet $EXTRA --out_dir $run" \
+                     "--eval_interval 1000 --ckpt_every 1000 --seed $seed --quiet$COMPILE_FLAG $EXTRA --out_dir $run" \
                      "&& $PY evaluate.py $run --tasks $t --lengths $n,$(( 2 * n )),$(( 3 * n )) --quiet"
             done
         done
@@ -519,6 +526,11 @@ fi
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( NCPU / JOBS > 0 ? NCPU / JOBS : 1 ))}
 if [[ $SCALE == paper && -z $DATA && $mode != count && $study != lengen ]]; then
     note "warning: SCALE=paper trains on billions of tokens; set DATA to a large corpus (the bundled one has ~2M)"
+fi
+if [[ $SCALE == paper && -n $DATA && $mode != count && $study != lengen && ! -f $DATA/manifest.json ]] \
+   && ! compgen -G "$DATA/*.bin" > /dev/null; then  # a prepared folder, or a folder of token shards
+    die "SCALE=paper needs DATA to be a prepared folder, not the raw corpus '$DATA' (every job would wait" \
+        "on the first one tokenising it): python data.py prepare $DATA PREPARED --procs N, then DATA=PREPARED"
 fi
 
 mapfile -t GRID < <(grid "$study")

@@ -10,6 +10,7 @@ record. The data pipeline is data.py, the model model.py; extend.py, evaluate.py
 start from the run folders written here (load_run).
 """
 import contextlib
+import copy
 import inspect
 import json
 import math
@@ -85,14 +86,15 @@ class TrainConfig:
     resume: bool = flag(False, "continue the run in out_dir from its last checkpoint")
     overwrite: bool = flag(False, "replace a finished run in out_dir")
     device: str = flag("auto", "auto | cpu | cuda | cuda:N")
-    compile: bool = flag(False, "torch.compile the model (CUDA)")
+    compile: bool = flag(False, "torch.compile the transformer blocks (CUDA; regional: see compile_blocks)")
+    dist_timeout: int = flag(1800, "torchrun: seconds a process waits for the others in a collective before failing")
     quiet: bool = flag(False, "no progress bar")
     model: dict = field(default_factory=dict)  # the GPTConfig flags given on the command line
 
 
-# may change on --resume (the last three only shape the final evaluation, done after the resume)
-FREE_ON_RESUME = ("resume", "quiet", "overwrite", "compile", "out_dir", "cache_dir", "ptq_bits", "final_eval_tokens",
-                  "eval_batch_tokens")
+# may change on --resume (ptq_bits and the final-eval flags only shape the final evaluation, done after the resume)
+FREE_ON_RESUME = ("resume", "quiet", "overwrite", "compile", "out_dir", "cache_dir", "dist_timeout", "ptq_bits",
+                  "final_eval_tokens", "eval_batch_tokens")
 
 
 def check_config(cfg):
@@ -114,8 +116,9 @@ def check_config(cfg):
         raise UserError("--iters must be >= 1 (0 only with --init_from: evaluate and record)")
     if cfg.batch_size < 1 or cfg.grad_accum < 1 or cfg.batch_size % cfg.grad_accum:
         raise UserError(f"--batch_size {cfg.batch_size} must be a positive multiple of --grad_accum {cfg.grad_accum}")
-    if min(cfg.eval_interval, cfg.ckpt_every, cfg.eval_tokens) < 1 or cfg.seed < 0 or cfg.algo_offset < 0:
-        raise UserError("--eval_interval, --ckpt_every and --eval_tokens must be >= 1, --seed and --algo_offset >= 0")
+    if min(cfg.eval_interval, cfg.ckpt_every, cfg.eval_tokens, cfg.dist_timeout) < 1 or cfg.seed < 0 or cfg.algo_offset < 0:
+        raise UserError("--eval_interval, --ckpt_every, --eval_tokens and --dist_timeout must be >= 1, "
+                        "--seed and --algo_offset >= 0")
     if cfg.final_eval_tokens < 0 or cfg.eval_batch_tokens < 0:
         raise UserError("--final_eval_tokens and --eval_batch_tokens must be >= 0 (0 = all / sized automatically)")
     if cfg.lr <= 0 or cfg.muon_lr <= 0 or cfg.adam_lr <= 0 or cfg.weight_decay < 0 or cfg.grad_clip < 0:
@@ -210,21 +213,25 @@ def lr_mult(step, total, warmup=0.02, warmdown=0.33, schedule="wsd", min_lr_frac
 
 def newton_schulz5(G, steps=5):
     """Approximate orthogonalisation U V^T of G = U S V^T with the quintic Newton-Schulz
-    iteration of Muon (Keller Jordan 2024); bf16 on GPU, fp32 on CPU."""
+    iteration of Muon (Keller Jordan 2024); bf16 on GPU, fp32 on CPU. G: one matrix [m, n] or a
+    stack of them [N, m, n], each orthogonalised on its own (batched matmuls: one launch per
+    operation for the whole stack instead of one per matrix)."""
     a, b, c = 3.4445, -4.7750, 2.0315
     X = G.bfloat16() if G.is_cuda else G.float()
-    tall = X.size(0) > X.size(1)
+    tall = X.size(-2) > X.size(-1)
     if tall:
-        X = X.T
-    X = X / (X.norm() + 1e-7)
+        X = X.mT
+    X = X / (X.norm(dim=(-2, -1), keepdim=True) + 1e-7)
     for _ in range(steps):
-        A = X @ X.T
+        A = X @ X.mT
         X = a * X + (b * A + c * A @ A) @ X
-    return (X.T if tall else X).to(G.dtype)
+    return (X.mT if tall else X).to(G.dtype)
 
 
 class Muon(torch.optim.Optimizer):
-    """MomentUm Orthogonalized by Newton-schulz, for 2-D weight matrices inside the blocks."""
+    """MomentUm Orthogonalized by Newton-schulz, for 2-D weight matrices inside the blocks. The
+    matrices of one shape are updated together: momentum by foreach ops, Newton-Schulz on their
+    stack (the same arithmetic as one matrix at a time, in a few launches instead of ~30 per matrix)."""
 
     def __init__(self, params, lr=0.02, momentum=0.95, nesterov=True, ns_steps=5):
         super().__init__(params, dict(lr=lr, momentum=momentum, nesterov=nesterov, ns_steps=ns_steps))
@@ -232,17 +239,27 @@ class Muon(torch.optim.Optimizer):
     @torch.no_grad()
     def step(self):
         for group in self.param_groups:
+            same = {}
             for p in group["params"]:
-                if p.grad is None:
-                    continue
-                state = self.state[p]
-                if "momentum_buffer" not in state:
-                    state["momentum_buffer"] = torch.zeros_like(p.grad)
-                buf = state["momentum_buffer"]
-                buf.mul_(group["momentum"]).add_(p.grad)
-                g = p.grad.add(buf, alpha=group["momentum"]) if group["nesterov"] else buf
-                u = newton_schulz5(g, group["ns_steps"])
-                p.add_(u, alpha=-group["lr"] * max(1.0, p.size(0) / p.size(1)) ** 0.5)
+                if p.grad is not None:
+                    same.setdefault((p.shape, p.dtype, p.device), []).append(p)
+            for ps in same.values():
+                for p in ps:
+                    if "momentum_buffer" not in self.state[p]:
+                        self.state[p]["momentum_buffer"] = torch.zeros_like(p.grad)
+                grads, bufs = [p.grad for p in ps], [self.state[p]["momentum_buffer"] for p in ps]
+                torch._foreach_mul_(bufs, group["momentum"])
+                torch._foreach_add_(bufs, grads)
+                g = torch._foreach_add(grads, bufs, alpha=group["momentum"]) if group["nesterov"] else bufs
+                u = newton_schulz5(torch.stack(g), group["ns_steps"])
+                scale = max(1.0, ps[0].size(0) / ps[0].size(1)) ** 0.5
+                torch._foreach_add_(ps, list(u.unbind(0)), alpha=-group["lr"] * scale)
+
+
+def adamw_options(params):
+    """fused=True where every parameter is on CUDA (one kernel for the whole update instead of
+    several per tensor); else PyTorch's default implementation (CPU numbers unchanged)."""
+    return dict(fused=True) if params and all(p.is_cuda for p in params) else {}
 
 
 class AdamW(torch.optim.AdamW):
@@ -282,10 +299,10 @@ def build_optimizers(model, cfg):
     if cfg.optimizer == "adamw":
         groups = [dict(params=block_mats, weight_decay=cfg.weight_decay),
                   dict(params=rest, weight_decay=0.0)]
-        opts = [AdamW(groups, lr=cfg.adam_lr * cfg.lr, betas=betas, eps=1e-8)]
+        opts = [AdamW(groups, lr=cfg.adam_lr * cfg.lr, betas=betas, eps=1e-8, **adamw_options(block_mats + rest))]
     else:
         opts = [Muon(block_mats, lr=cfg.muon_lr * cfg.lr),
-                AdamW(rest, lr=cfg.adam_lr * cfg.lr, betas=betas, eps=1e-8, weight_decay=0.0)]
+                AdamW(rest, lr=cfg.adam_lr * cfg.lr, betas=betas, eps=1e-8, weight_decay=0.0, **adamw_options(rest))]
     for opt in opts:
         for g in opt.param_groups:
             g["base_lr"] = g["lr"]
@@ -483,7 +500,7 @@ class Run:
 
 def setup(cfg):
     check_config(cfg)
-    dist = cli.setup_device(cfg.device)
+    dist = cli.setup_device(cfg.device, cfg.dist_timeout)
     if cfg.batch_size % (cfg.grad_accum * dist.world):
         raise UserError(f"--batch_size {cfg.batch_size} must divide by grad_accum x processes "
                         f"= {cfg.grad_accum * dist.world}")
@@ -539,11 +556,24 @@ def claim(run):
         cli.remove_stale_tmp(out_dir)  # writes killed half-way
         truncate_log(run)
     if cfg.compile:
-        run.train_model = torch.compile(run.model)
-    if dist.ddp:
+        run.train_model = compile_blocks(run.model)
+    if dist.ddp:  # after compiling: each block's backward is its own graph, so DDP's bucketed
+        # all-reduces start while the earlier blocks are still in backward (overlap)
         from torch.nn.parallel import DistributedDataParallel as DDP
         run.train_model = DDP(run.train_model, device_ids=[int(dist.device.split(":")[1])] if "cuda" in dist.device else None)
     return run
+
+
+def compile_blocks(model):
+    """--compile, regional: the model as the loop calls it, its transformer blocks torch.compile'd
+    one by one (blocks of one kind share a compiled graph: compile time does not grow with depth;
+    the position tables, embedding and loss stay eager, which keeps dynamic_ntk, learned positions
+    and the other model-level Python out of the graph). A shallow copy of model with the same
+    parameters and buffers: model itself stays eager for evaluation, probes and checkpoints."""
+    view = copy.copy(model)
+    view._modules = dict(model._modules)
+    view.blocks = torch.nn.ModuleList(torch.compile(b) for b in model.blocks)
+    return view
 
 
 def release(run):
@@ -658,15 +688,16 @@ def train_step(run, mult):
         rows = slice(m * micro + dist.rank * per_rank, m * micro + (dist.rank + 1) * per_rank)
         sync = contextlib.nullcontext() if not dist.ddp or m == cfg.grad_accum - 1 else run.train_model.no_sync()
         with sync, cli.autocast(dist.device):
-            _, loss = run.train_model(x[rows].to(dist.device), y[rows].to(dist.device))
+            _, loss = run.train_model(cli.to_device(x[rows], dist.device), cli.to_device(y[rows], dist.device))
             (loss / cfg.grad_accum).backward()
         loss_sum += loss.detach() / cfg.grad_accum
     # the gradient norm (clipped at --grad_clip; inf = measured only, the gradients unchanged)
     norm = torch.nn.utils.clip_grad_norm_(run.model.parameters(), cfg.grad_clip or math.inf)
     cli.all_reduce_sum(loss_sum, dist)
-    loss = loss_sum.item() / dist.world
-    if not (math.isfinite(loss) and math.isfinite(norm.item())):  # stop before the update: weights stay good
-        raise UserError(f"loss is {loss} (gradient norm {norm.item()}) at step {run.step}; stopped. The last "
+    loss, norm = torch.stack([loss_sum, norm.to(loss_sum.dtype)]).tolist()  # one device sync a step, not two
+    loss /= dist.world
+    if not (math.isfinite(loss) and math.isfinite(norm)):  # stop before the update: weights stay good
+        raise UserError(f"loss is {loss} (gradient norm {norm}) at step {run.step}; stopped. The last "
                         f"good checkpoint (if any) is kept in {run.out_dir}; try a lower --lr")
     for o in run.opts:
         o.step()
@@ -686,13 +717,14 @@ def loop(run):
         from tqdm import tqdm
         pbar = tqdm(total=iters, initial=run.step, dynamic_ncols=True)
     tokens_per_step = cfg.batch_size * run.mcfg.block_size
+    qat_on = None  # the switch as last set: flipped when it changes, not a fill_ per module per step
     while run.step < iters:
         if run.step == warmdown_step:
             checkpoint(run, "ckpt_warmdown.pt")
         if run.step in extra_steps:
             checkpoint(run, f"ckpt_{extra_steps[run.step]:g}.pt")
-        qat_on = run.mcfg.bits < 16 and run.step >= qat_step
-        if run.mcfg.bits < 16:
+        if run.mcfg.bits < 16 and qat_on != (run.step >= qat_step):
+            qat_on = run.step >= qat_step
             set_qat(run.model, qat_on)
         mult = lr_mult(run.step, iters, cfg.warmup, cfg.warmdown, cfg.schedule, cfg.min_lr_frac)
         ts = time.time()
@@ -703,7 +735,7 @@ def loop(run):
         run.losses.append(loss)
         row = dict(step=run.step, loss=round(loss, 5), lr_mult=round(mult, 5), tokens=run.step * tokens_per_step)
         if run.step % cfg.eval_interval == 0 or run.step == iters:
-            ev = last_eval(run, qat_on) if run.step == iters else val_fn(run, run.model, max_tokens=cfg.eval_tokens)
+            ev = last_eval(run, bool(qat_on)) if run.step == iters else val_fn(run, run.model, max_tokens=cfg.eval_tokens)
             row["val_loss"] = round(ev["loss"], 5)
             if "acc" in ev:
                 row["val_acc"] = round(ev["acc"], 4)
@@ -782,7 +814,7 @@ def train(cfg):
         return result
     finally:
         release(run)
-        if run.dist.ddp:
+        if run.dist.ddp and run.dist.owner:
             import torch.distributed as dist
             dist.destroy_process_group()
 

@@ -130,15 +130,41 @@ def test_qat_tiny_grid_flags_and_names(env):
     assert combos == set(grid) | set(held)
 
 
-def test_qat_paper_grid(env):
-    p = sweep(env, "-n", "qat", SCALE="paper", DATA="/data/corpus.jsonl", EXTRA="--compile")
+def test_qat_paper_grid(env, tmp_path):
+    prepared = tmp_path / "prepared"
+    prepared.mkdir()
+    (prepared / "manifest.json").write_text("{}")
+    p = sweep(env, "-n", "qat", SCALE="paper", DATA=str(prepared))
     cfgs = [train.parse_args(train_steps(l)) for l in p.stdout.splitlines()]
     assert {c.size for c in cfgs} == {"15M", "30M", "50M", "100M"}
     assert {c.lr for c in cfgs} == {0.25, 0.5, 1.0, 2.0} and {c.seed for c in cfgs} == set(range(5))
     assert {c.model.get('bits', 16) for c in cfgs} == {16, 8, 6} and {c.warmdown for c in cfgs} == {0.1, 0.33, 0.6}
-    assert all(c.tokens >= 20 * 15e6 and c.data == "/data/corpus.jsonl" and c.compile for c in cfgs)
+    assert all(c.tokens >= 20 * 15e6 and c.data == str(prepared) and c.compile for c in cfgs)  # --compile by default
     assert "DATA" not in p.stderr  # no big-corpus warning when DATA is set
     assert "DATA" in sweep(env, "-n", "qat", SCALE="paper").stderr
+    off = sweep(env, "-n", "qat", SCALE="paper", DATA=str(prepared), COMPILE="0").stdout.splitlines()
+    assert off and not any("--compile" in l for l in off)
+    assert not any("--compile" in l for l in sweep(env, "-n", "qat").stdout.splitlines())  # tiny: eager
+    lengen = sweep(env, "-n", "lengen", SCALE="paper").stdout.splitlines()
+    assert lengen and all(train.parse_args(train_steps(l)).compile for l in lengen)
+
+
+@pytest.mark.parametrize("mode", [["-n"], ["--task", "1"], []])
+def test_paper_sweeps_refuse_a_raw_corpus(env, tmp_path, mode):
+    """SCALE=paper with DATA a raw corpus: one line, status 2, nothing run (its first job would
+    tokenise billions of tokens while every other GPU waited on the lock); a folder of token shards
+    is taken, and tiny sweeps still prepare a raw corpus themselves."""
+    raw = tmp_path / "corpus.jsonl"
+    raw.write_text('{"text": "a"}\n')
+    p = sweep(env, *mode, "qat", SCALE="paper", DATA=str(raw))
+    assert p.returncode == 2 and "data.py prepare" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    assert not calls(env) and not p.stdout
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    (shards / "fineweb_val_000000.bin").write_bytes(b"")
+    assert sweep(env, "-n", "qat", SCALE="paper", DATA=str(shards)).returncode == 0
+    assert sweep(env, "-n", "qat", DATA=str(raw)).returncode == 0
+    assert sweep(env, "--count", "qat", SCALE="paper", DATA=str(raw)).returncode == 0
 
 
 def test_qat_probes_grid(env):
