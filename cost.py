@@ -21,7 +21,8 @@ window), the algorithmic bins. The val split is the bundled corpus's at the run'
 manifest's of a prepared --data folder, or --val_tokens. Checkpoints kept: a run's ckpt.pt,
 ckpt_warmdown.pt, --save_at checkpoints, an extension's init.pt (weights, plus optimizer state in
 the resume checkpoints: Muon's momentum 4 bytes, AdamW's two moments 8 bytes per parameter).
-GPU-hours = FLOPs / (MFU x peak) / 3600.
+GPU-hours = FLOPs / (MFU x peak) / 3600 (+ --startup seconds per process). A CPU prediction is the
+same sum with the CPU's measured training FLOP/s as PEAK, MFU 1 and its start-up (docs/cluster.md).
 """
 import dataclasses
 import functools
@@ -55,6 +56,8 @@ class CostConfig:
     gpu: str = flag("H100", f"GPU whose dense bf16 peak is used: {' | '.join(PEAK_TFLOPS)} (env GPU)")
     peak: float = flag(0.0, "peak in TFLOP/s, for a GPU not in the table or a CPU (env PEAK; 0 = the table's)")
     val_tokens: int = flag(0, "val split size in tokens (0 = the bundled corpus's, or a prepared --data folder's)")
+    startup: float = flag(0.0, "seconds per process (a job's steps) added to the hours: a CPU prediction's "
+                               "import and data start-up (env STARTUP; negligible on GPU runs of hours)")
     jobs: bool = flag(True, "one line per job before the total")
 
 
@@ -94,9 +97,10 @@ def val_split(cfg, val_tokens):
     return BUNDLED_VAL_TOKENS.get(cfg.vocab_size, BUNDLED_VAL_TOKENS[4096])
 
 
-def algo_eval_tokens(cfg, block, n=256):
-    """Tokens of one tasks.algo_eval pass: n examples of at most the block."""
-    return n * block
+def algo_context(cfg, block):
+    """Columns an --algo batch computes: its rows are cut after the longest example (tasks.algo_targets),
+    that of the largest input length with the most offset PADs, at most the block."""
+    return min(block, tasks.algo_example_len(cfg.algo, train.algo_lengths(cfg)[1], cfg.algo_offset) - 1)
 
 
 def run_cost(cfg, mcfg, val_tokens=0):
@@ -108,17 +112,18 @@ def run_cost(cfg, mcfg, val_tokens=0):
     tokens = iters * cfg.batch_size * block
     fpt = lambda T: flops_per_token(n, mcfg.n_layer, mcfg.n_embd, T, mcfg.vocab_size)
     short = cfg.short_frac if cfg.short_frac > 0 else 0.0
-    train_flops = tokens * ((1 - short) * fpt(block) + (short * fpt(cfg.short_block) if short else 0))
+    ctx = algo_context(cfg, block) if cfg.algo else block
+    train_flops = tokens * ctx / block * ((1 - short) * fpt(ctx) + (short * fpt(cfg.short_block) if short else 0))
     quick = iters // cfg.eval_interval + (iters % cfg.eval_interval != 0)  # train.loop's evals, the last step's too
     passes = 1 + (mcfg.bits < 16) + (len(train.ptq_bits(cfg)) if mcfg.bits >= 16 and not cfg.algo else 0)
-    if cfg.algo:
-        evaluated = (quick + passes) * algo_eval_tokens(cfg, block)
+    if cfg.algo:  # tasks.algo_eval: 256 examples
+        evaluated = (quick + passes) * 256 * ctx
     else:
         val = val_split(cfg, val_tokens)
         evaluated = quick * min(cfg.eval_tokens, val) + passes * val
     kept = 1 + (cfg.schedule == "wsd" and cfg.warmdown > 0 and iters > 0) + len(train.save_fractions(cfg))
     return dict(params=total, tokens=tokens, train_flops=train_flops,
-                eval_flops=evaluated * forward_flops(mcfg, cfg.optimizer, block), ckpt_bytes=kept * (weights + state))
+                eval_flops=evaluated * forward_flops(mcfg, cfg.optimizer, ctx), ckpt_bytes=kept * (weights + state))
 
 
 def eval_cost(ec, cfg, mcfg, val_tokens=0):
@@ -128,10 +133,10 @@ def eval_cost(ec, cfg, mcfg, val_tokens=0):
     if cfg.algo:
         lo, N = train.algo_lengths(cfg)
         lengths = evaluate.int_list(ec.lengths, "lengths") or [N, 2 * N, 3 * N]
-        flops = sum(ec.algo_samples * T * fwd(T) for T in
-                    (max(train_len, tasks.algo_example_len(cfg.algo, b, cfg.algo_offset) - 1)
-                     for _, b in evaluate.algo_bins(lo, lengths)))
-        return flops + algo_eval_tokens(cfg, train_len) * fwd(train_len)
+        flops = sum(ec.algo_samples * T * fwd(T) for T in  # each bin's rows cut after its longest example
+                    (tasks.algo_example_len(cfg.algo, b, cfg.algo_offset) - 1 for _, b in evaluate.algo_bins(lo, lengths)))
+        ctx = algo_context(cfg, train_len)
+        return flops + 256 * ctx * fwd(ctx)  # and the in-distribution tasks.algo_eval
     names = [t for t in (ec.tasks or evaluate.DEFAULT_TASKS).split(",") if t.strip()]
     if "grid" in names:
         return 0.0  # the weights alone
@@ -195,7 +200,7 @@ def job_cost(line, val_tokens=0):
     """One grid line -> dict of params (of its first trained model), tokens (trained, every step),
     train_flops, eval_flops, ckpt_bytes."""
     runs = {}  # out_dir -> (TrainConfig, GPTConfig): what the job's later steps extend or evaluate
-    total = dict(params=0, tokens=0, train_flops=0.0, eval_flops=0.0, ckpt_bytes=0)
+    total = dict(params=0, tokens=0, train_flops=0.0, eval_flops=0.0, ckpt_bytes=0, processes=0)
 
     def add(c):
         for k in ("tokens", "train_flops", "eval_flops", "ckpt_bytes"):
@@ -204,6 +209,7 @@ def job_cost(line, val_tokens=0):
 
     for step in line.split(" && "):
         kind, argv = script_argv(step)
+        total["processes"] += 1
         if kind == "train":
             cfg = parsed(train.parse_args, argv, step)
             vocab = len(tasks.ALGO_VOCAB) if cfg.algo else (cfg.vocab_size or full_vocab(cfg.tokenizer))
@@ -262,14 +268,14 @@ def costs(lines, cc):
     for i, line in enumerate(lines, 1):
         name, _, cmd = line.rpartition("\t")
         c = job_cost(cmd, cc.val_tokens)
-        c["gpu_hours"] = gpu_hours(c["train_flops"] + c["eval_flops"], cc.mfu, peak)
+        c["gpu_hours"] = gpu_hours(c["train_flops"] + c["eval_flops"], cc.mfu, peak) + c["processes"] * cc.startup / 3600
         rows.append((name or f"line {i}", c))
     return rows, peak
 
 
 def total_line(rows, cc, peak):
     flops = sum(c["train_flops"] + c["eval_flops"] for _, c in rows)
-    return (f"total: {flops:.3g} FLOPs, {gpu_hours(flops, cc.mfu, peak):.4g} GPU-hours at MFU {cc.mfu:g} on "
+    return (f"total: {flops:.3g} FLOPs, {sum(c['gpu_hours'] for _, c in rows):.4g} GPU-hours at MFU {cc.mfu:g} on "
             f"{cc.gpu if cc.peak <= 0 else cc.gpu + ' (given)'} (peak {peak / 1e12:g} TFLOP/s), "
             f"{sum(c['ckpt_bytes'] for _, c in rows) / 1e9:.3g} GB of checkpoints")
 
@@ -283,8 +289,10 @@ def report(rows, cc, peak):
         for name, c in rows:
             out.append(f"{name:<{width}}  {si(c['params']):>7} {si(c['tokens']):>7} {c['train_flops']:>11.3g} "
                        f"{c['eval_flops']:>10.3g} {c['ckpt_bytes'] / 1e9:>8.3g} {c['gpu_hours']:>8.3g}")
+    procs = sum(c["processes"] for _, c in rows)
     out.append(f"{len(rows)} jobs, {si(sum(c['tokens'] for _, c in rows))} tokens trained; training "
-               f"{sum(c['train_flops'] for _, c in rows):.3g} FLOPs, evaluation {sum(c['eval_flops'] for _, c in rows):.3g}")
+               f"{sum(c['train_flops'] for _, c in rows):.3g} FLOPs, evaluation {sum(c['eval_flops'] for _, c in rows):.3g}"
+               + (f"; {procs} processes x {cc.startup:g} s start-up" if cc.startup else ""))
     out.append(total_line(rows, cc, peak))
     return "\n".join(out)
 

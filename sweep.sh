@@ -18,7 +18,8 @@
 #   PYTHON=python     interpreter (tests point it at a stub); DATA=path adds --data to every training run
 #   EXTRA="..."       extra flags appended to every train.py command (e.g. "--compile")
 #   MFU=0.4 GPU=H100  --cost: the utilisation and the GPU (its dense bf16 peak) of the GPU-hours; PEAK=TFLOP/s
-#                     for a device not in cost.py's table; VAL_TOKENS=N the val split (default: the bundled corpus's)
+#                     for a device not in cost.py's table; VAL_TOKENS=N the val split (default: the bundled corpus's);
+#                     STARTUP=s seconds per process (a CPU prediction; docs/cluster.md)
 # Each job gets OMP_NUM_THREADS = cores / JOBS (at least 1) unless OMP_NUM_THREADS is set.
 #
 # Resume: a run whose OUT/STUDY/RUN/result.json exists is finished and skipped (train.py writes it
@@ -515,7 +516,7 @@ estimate() {  # rough wall time of tiny text-training lines, from timings on the
 
 usage() {
     echo "usage: bash sweep.sh [--dry-run | --count | --cost | --task I | --post] STUDY   (studies: $STUDIES;" \
-         "env SCALE=tiny|paper OUT JOBS GPUS PYTHON DATA EXTRA; --cost: MFU GPU PEAK VAL_TOKENS)"
+         "env SCALE=tiny|paper OUT JOBS GPUS PYTHON DATA EXTRA; --cost: MFU GPU PEAK VAL_TOKENS STARTUP)"
 }
 
 # -----------------------------------------------------------------------------
@@ -556,7 +557,8 @@ case $mode in
         echo "${#GRID[@]}" ;;
     cost)
         for line in "${GRID[@]}"; do job_name "$line"; printf '%s\t%s\n' "$JOB_NAME" "$line"; done |
-            "$PY" cost.py --mfu "${MFU:-0.4}" --gpu "${GPU:-H100}" --peak "${PEAK:-0}" --val_tokens "${VAL_TOKENS:-0}"
+            "$PY" cost.py --mfu "${MFU:-0.4}" --gpu "${GPU:-H100}" --peak "${PEAK:-0}" --val_tokens "${VAL_TOKENS:-0}" \
+                --startup "${STARTUP:-0}"
         exit "${PIPESTATUS[1]}" ;;
     dry)
         left=0
