@@ -24,8 +24,10 @@ the resume checkpoints: Muon's momentum 4 bytes, AdamW's two moments 8 bytes per
 GPU-hours = FLOPs / (MFU x peak) / 3600 (+ --startup seconds per process). A CPU prediction is the
 same sum with the CPU's measured training FLOP/s as PEAK, MFU 1 and its start-up (docs/cluster.md).
 """
+import contextlib
 import dataclasses
 import functools
+import io
 import json
 import math
 import os
@@ -190,10 +192,13 @@ def script_argv(step):
 
 
 def parsed(fn, argv, step):
+    """A step's config from its script's own parser; its complaint becomes one line naming the step."""
+    why = io.StringIO()
     try:
-        return fn(argv)
-    except SystemExit:  # argparse already printed why
-        raise UserError(f"cannot parse: {step[:120]}") from None
+        with contextlib.redirect_stderr(why):
+            return fn(argv)
+    except SystemExit:
+        raise UserError(f"{why.getvalue().strip().split(': error: ')[-1]}: {step[:120]}") from None
 
 
 def job_cost(line, val_tokens=0):
