@@ -16,13 +16,16 @@ Bad input raises UserError, which `main` turns into one line on stderr and exit 
 import argparse
 import contextlib
 import dataclasses
+import errno
 import fcntl
 import json
 import math
 import os
 import platform
+import signal
 import subprocess
 import sys
+import threading
 
 import numpy as np
 
@@ -134,9 +137,23 @@ def parse(cls, argv=None, description=None, overrides=None):
     return cls(**args)
 
 
-def main(body, interrupted="interrupted"):
+STOPPED = 75  # exit status of a run stopped by SIGTERM / SIGUSR1 with its checkpoint written (sysexits.h
+# EX_TEMPFAIL, "try again later"): sweep.sh reports such a job as stopped and resumable, not failed
+
+
+class Stopped(Exception):
+    """A graceful stop (stop_signals): the checkpoint is written; main prints the one line."""
+
+
+class WriteError(UserError, OSError):
+    """A write that failed (a full disk, a quota, an I/O error): one line naming the file and its size.
+    Also an OSError, so that code which tolerates a failed optional write still does."""
+
+
+def main(body, interrupted="interrupted", resume="rerun with --resume"):
     """Run a script's main body: UserError becomes one line on stderr and exit 1; so does an OS
-    error (a folder that cannot be made, a full disk), with the file it names."""
+    error (a folder that cannot be made, a full disk), with the file it names. A graceful stop
+    (Stopped) is one line too, with how to resume, and exit status STOPPED."""
     try:
         body()
     except UserError as e:
@@ -146,9 +163,59 @@ def main(body, interrupted="interrupted"):
         where = f": {e.filename}" if e.filename else ""
         print(f"error: {e.strerror or type(e).__name__}{where}", file=sys.stderr)
         sys.exit(1)
+    except Stopped as e:
+        if int(os.environ.get("RANK", 0)) == 0:  # one line for a DDP run, not one per process
+            print(f"{e}; {resume}", file=sys.stderr)
+        sys.exit(STOPPED)
     except KeyboardInterrupt:
         print(interrupted, file=sys.stderr)
         sys.exit(130)
+
+
+# -----------------------------------------------------------------------------
+# Stops: SIGTERM (a scheduler's preemption or time limit, SIGKILL follows) and SIGUSR1 (SLURM's
+# --signal=B:USR1@120 warning) end a training run at its next step boundary, checkpointed
+
+_STOP = dict(depth=0, signum=0)
+
+
+@contextlib.contextmanager
+def stop_signals():
+    """While inside: SIGTERM and SIGUSR1 do not end the process but are recorded, and the training
+    loop stops at its next step boundary (stop_requested). Nested blocks (extend.py around
+    train.py's) share the record; the handlers of before are restored on leaving. Signals reach
+    the main thread only: elsewhere (a test's worker thread) nothing is installed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    if not _STOP["depth"]:
+        _STOP["signum"] = 0
+
+    def note(signum, frame):
+        _STOP["signum"] = max(_STOP["signum"], signum)
+
+    old = {s: signal.signal(s, note) for s in (signal.SIGTERM, signal.SIGUSR1)}
+    _STOP["depth"] += 1
+    try:
+        yield
+    finally:
+        _STOP["depth"] -= 1
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+
+def stop_requested(dist_info):
+    """The name of the signal that asks this run to stop ('' = none). Under DDP every rank gets the
+    same answer (the largest signal number any rank received: one all-reduce of one number per
+    step), so that all stop at the same step even when the signal reached only some of them."""
+    signum = _STOP["signum"]
+    if dist_info.ddp:
+        import torch
+        import torch.distributed as dist
+        t = torch.tensor([signum], device=dist_info.device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        signum = int(t.item())
+    return signal.Signals(signum).name if signum else ""
 
 
 # -----------------------------------------------------------------------------
@@ -156,15 +223,85 @@ def main(body, interrupted="interrupted"):
 
 def atomic_write(path, data, mode="w"):
     """Write to a temp file in the same folder, then rename: readers never see half a file. data:
-    what to write, or a function that writes into the open file (e.g. a torch.save)."""
+    what to write, or a function that writes into the open file (e.g. a torch.save). A write that
+    fails (ENOSPC, EDQUOT, EIO) is one WriteError; the earlier file at path stays as it was and the
+    temp file goes."""
     tmp = f"{path}.tmp{os.getpid()}"
     try:
         with open(tmp, mode) as f:
             data(f) if callable(data) else f.write(data)
         os.replace(tmp, path)
+    except (OSError, RuntimeError) as e:  # torch.save reports a failed write as a RuntimeError
+        cause = os_error(e)
+        if cause is None:
+            raise
+        raise write_error(path, cause, byte_count(data)) from None
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def os_error(e):
+    """The OSError behind exception e (itself, or the one it was raised from or while handling; a
+    WriteError's is the one it reports)."""
+    while e is not None and (not isinstance(e, OSError) or isinstance(e, WriteError)):
+        e = e.__cause__ or e.__context__
+    return e
+
+
+def write_error(path, e, needed):
+    """WriteError for the failed write of `needed` bytes to path (OSError e): the file, the size,
+    the reason, and whether an earlier version of the file is still there."""
+    code = errno.errorcode.get(e.errno, "")
+    kept = f"the earlier {os.path.basename(path)} is kept" if os.path.exists(path) else "nothing written"
+    return WriteError(f"cannot write {path} ({needed:,} bytes): {e.strerror or e}"
+                      f"{f' [{code}]' if code else ''}; {kept}")
+
+
+class _Counter:
+    """A file that only counts what is written into it."""
+    n = 0
+
+    def write(self, b):
+        n = len(b.encode()) if isinstance(b, str) else memoryview(b).nbytes
+        self.n += n
+        return n
+
+    def flush(self):
+        pass
+
+
+def byte_count(data):
+    """Bytes that atomic_write's data makes (a function is run again into a counter: only on failure)."""
+    if callable(data):
+        c = _Counter()
+        data(c)
+        return c.n
+    return len(data.encode()) if isinstance(data, str) else memoryview(data).nbytes
+
+
+class LineLog:
+    """A file of lines appended one at a time (train.py's log.jsonl), unbuffered: each line is
+    written whole, or, when the write fails (a full disk), cut off again and reported as one
+    WriteError, so the file holds whole lines only."""
+
+    def __init__(self, path):
+        self.path, self.f = path, open(path, "ab", buffering=0)
+
+    def write(self, line):
+        data = line.encode()
+        end = self.f.seek(0, os.SEEK_END)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[self.f.write(view):]
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                self.f.truncate(end)
+            raise write_error(self.path, e, len(data)) from None
+
+    def close(self):
+        self.f.close()
 
 
 def clean(x):

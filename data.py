@@ -41,7 +41,7 @@ import zlib
 
 import numpy as np
 
-from cli import OneLineParser, UserError, atomic_write, finite_float, main as cli_main, write_json
+from cli import OneLineParser, UserError, atomic_write, finite_float, main as cli_main, write_error, write_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_DATA = os.path.join(HERE, "data", "shakespeare.tar.xz")
@@ -229,7 +229,8 @@ def file_entry(path):
 
 class ShardWriter:
     """Appends one split's tokens to shards of exactly shard_tokens tokens (the last one fewer).
-    A shard is written as name.tmpPID and renamed when complete, so a .bin name is always whole."""
+    A shard is written as name.tmpPID and renamed when complete, so a .bin name is always whole. A
+    write that fails (a full disk) is one WriteError naming the shard and its size at that point."""
 
     def __init__(self, out, split, dtype, shard_tokens):
         self.out, self.split, self.dtype, self.cap = out, split, dtype, shard_tokens
@@ -237,25 +238,35 @@ class ShardWriter:
 
     def write(self, toks):
         while len(toks):
-            if self.f is None:
-                self.name = f"{self.split}_{len(self.done):06d}.bin"
-                self.tmp = os.path.join(self.out, f"{self.name}.tmp{os.getpid()}")
-                self.f, self.n = open(self.tmp, "wb"), 0
-                self.f.write(bytes(HEADER_BYTES))  # the token count goes in when the shard is closed
             take = min(len(toks), self.cap - self.n)
-            self.f.write(toks[:take].tobytes())
+            try:
+                if self.f is None:
+                    self.name = f"{self.split}_{len(self.done):06d}.bin"
+                    self.tmp = os.path.join(self.out, f"{self.name}.tmp{os.getpid()}")
+                    self.f = open(self.tmp, "wb")
+                    self.f.write(bytes(HEADER_BYTES))  # the token count goes in when the shard is closed
+                self.f.write(toks[:take].tobytes())
+            except OSError as e:
+                raise self.failed(e, self.n + take) from None
             self.n, self.total, toks = self.n + take, self.total + take, toks[take:]
             if self.n == self.cap:
                 self.close()
 
     def close(self):
         if self.f is not None:
-            self.f.seek(0)
-            self.f.write(shard_header(self.n, self.dtype))
-            self.f.close()
+            try:
+                self.f.seek(0)
+                self.f.write(shard_header(self.n, self.dtype))
+                self.f.close()
+            except OSError as e:
+                raise self.failed(e, self.n) from None
             self.f = None
             os.replace(self.tmp, os.path.join(self.out, self.name))
             self.done.append(dict(file_entry(os.path.join(self.out, self.name)), split=self.split, tokens=self.n))
+            self.n = 0
+
+    def failed(self, e, n):
+        return write_error(os.path.join(self.out, self.name), e, HEADER_BYTES + n * self.dtype.itemsize)
 
 # -----------------------------------------------------------------------------
 # Sources: documents streamed in order, never the whole corpus in memory
@@ -656,9 +667,11 @@ def count_tokens(shards, vocab, chunk=1 << 22):
     return counts
 
 
-def check_prepared(folder, full=False):
+def check_prepared(folder, full=False, remember=True):
     """-> (manifest, train, val, arrays) of a prepared folder, or Corrupt naming the first problem.
-    full=True (verify): also every sha256, token id, document end and unigram count."""
+    full=True (verify): also every sha256, token id, document end and unigram count. Files whose
+    mtime moved (same content) are remembered in manifest.json, now or, remember=False, by the
+    caller (remember_mtimes) once it has accepted the folder: a refused command writes nothing."""
     m = read_manifest(folder)
     splits, moved = {"train": [], "val": []}, False
     try:
@@ -696,10 +709,17 @@ def check_prepared(folder, full=False):
                               f"{counts[m['eot']]} end-of-text tokens")
             if split == "train" and not np.array_equal(counts, u):
                 raise Corrupt("unigram.npy does not match the train tokens")
-    if moved:  # same content, new mtime (e.g. copied): remember it so the next start skips the hashing
-        with contextlib.suppress(OSError):
-            write_json(os.path.join(folder, MANIFEST), m)
+    if moved and remember:
+        remember_mtimes(folder, m)
     return m, train, val, arrays
+
+
+def remember_mtimes(folder, m):
+    """Same content, new mtime (e.g. copied): rewrite the manifest so the next start skips the
+    hashing. A cache: a write that fails (a read-only or full disk) only costs that hashing."""
+    with contextlib.suppress(OSError):
+        if m != read_json(os.path.join(folder, MANIFEST)):
+            write_json(os.path.join(folder, MANIFEST), m)
 
 
 def plain(name):
@@ -714,8 +734,10 @@ def corpus_from(folder, m, train, val, arrays, enc):
 
 
 def open_prepared(folder, tokenizer, vocab_size):
+    """A prepared folder; the manifest's refreshed mtimes are written by Corpus.remember, when the
+    command has accepted the corpus (train.py: after every check of the run)."""
     try:
-        m, train, val, arrays = check_prepared(folder)
+        m, train, val, arrays = check_prepared(folder, remember=False)
     except Corrupt as e:
         raise UserError(f"{folder}: {e}; run data.py prepare again") from None
     enc = None if tokenizer == "none" else get_tokenizer(tokenizer, vocab_size)
@@ -723,7 +745,9 @@ def open_prepared(folder, tokenizer, vocab_size):
     if got[1] != m["vocab_size"] or enc and got[0] != plain(m["encoding"]):
         raise UserError(f"{folder}: manifest from another tokenizer ({m['encoding']}, vocab {m['vocab_size']}; "
                         f"the flags give {enc.name if enc else 'none'}, vocab {got[1]})")
-    return corpus_from(folder, m, train, val, arrays, enc)
+    corpus = corpus_from(folder, m, train, val, arrays, enc)
+    corpus.remember = lambda: remember_mtimes(folder, m)
+    return corpus
 
 
 def open_current(folder, src, enc):
@@ -837,6 +861,7 @@ class Corpus:
         self.eot = enc.eot_token if enc is not None else None
         self.token_bytes = token_byte_lengths(enc, vocab_size) if enc is not None else None
         self.counts, self.val_ends = unigram_counts, val_ends
+        self.remember = lambda: None  # a prepared folder's: write its refreshed manifest (open_prepared)
 
     def unigram_loss(self):
         """Cross-entropy (nats/token) on val of the train unigram distribution (add-one smoothed):

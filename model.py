@@ -473,6 +473,18 @@ class GPT(nn.Module):
         return pe
 
 
+def flops_per_token(n_params, n_layer, n_embd, seq_len, vocab_size=0):
+    """Training FLOPs (forward + backward) per token: 6 per weight of every matmul, i.e. the
+    n_params non-embedding parameters plus the output head's vocab_size * n_embd (a matmul even
+    when tied to the embedding; the embedding lookup itself is free), plus the attention scores and
+    their weighted sum, 12 * n_layer * n_embd * seq_len (PaLM, arXiv 2204.02311 appendix B, as
+    nanoGPT's estimate_mfu; the full T x T count, although causal kernels skip the masked half).
+    Norm gains count as weights (negligible); fake quantisation counts nothing. A forward pass
+    alone (evaluation) is a third of it. Pure arithmetic: the GPU check's MFU and sweep.sh --cost
+    use this one formula."""
+    return 6 * (n_params + vocab_size * n_embd) + 12 * n_layer * n_embd * seq_len
+
+
 # -----------------------------------------------------------------------------
 # Positional encodings
 

@@ -3,6 +3,8 @@
 #
 #   bash sweep.sh [--dry-run] STUDY    run a study (--dry-run: print the commands still to run, one a line)
 #   bash sweep.sh --count STUDY        number of lines (jobs) in the study's full grid
+#   bash sweep.sh --cost STUDY         its cost before it runs (cost.py): per job and in total, parameters,
+#                                      tokens, training and evaluation FLOPs, checkpoint bytes, GPU-hours
 #   bash sweep.sh --task I STUDY       run line I (1-based) of the full grid, with the skip/resume check
 #   bash sweep.sh --post STUDY         only the after-sweep steps (grid-distance probe for qat, analyze.py)
 #
@@ -19,22 +21,31 @@
 #   COMPILE=1|0       train.py --compile (regional torch.compile); default 1 for SCALE=paper, 0 for tiny.
 #                     Gate: tests/gpu_check.py's "compile late QAT" and speed checks on the GPU type first
 #   EXTRA="..."       extra flags appended to every train.py command
+#   MFU=0.4 GPU=H100  --cost: the utilisation and the GPU (its dense bf16 peak) of the GPU-hours; PEAK=TFLOP/s
+#                     for a device not in cost.py's table; VAL_TOKENS=N the val split (default: the bundled corpus's);
+#                     STARTUP=s seconds per process (a CPU prediction; docs/cluster.md)
 # Each job gets OMP_NUM_THREADS = cores / JOBS (at least 1) unless OMP_NUM_THREADS is set.
 #
 # Resume: a run whose OUT/STUDY/RUN/result.json exists is finished and skipped (train.py writes it
 # atomically, last); an unfinished run with a ckpt.pt restarts with --resume; an evaluation step is
-# done when RUN/eval.json exists. Stopping the sweep (Ctrl-C, SIGTERM as from scancel, SIGHUP from a
-# closed terminal: its jobs are stopped too) and rerunning the same command continues where it
-# stopped. A job left running by a SIGKILLed sweep keeps its run folder locked: train.py refuses
+# done when RUN/eval.json exists. Stopping the sweep (Ctrl-C, SIGTERM as from scancel, SIGUSR1, SIGHUP
+# from a closed terminal: its jobs are stopped too) and rerunning the same command continues where it
+# stopped: a training job stopped by a signal finishes its step and writes its checkpoint first
+# (train.py, exit status 75), and is reported as stopped, resumable, not as failed. A job left running by a SIGKILLed sweep keeps its run folder locked: train.py refuses
 # a second writer there, so the rerun reports that job as failed rather than train it twice. Failed jobs are reported at the end (exit 1); the others still run.
 #
 # Cluster: the grid is a list of independent lines. SLURM job array (one GPU per task), requeue-safe
-# because --task does the same skip/resume check:
+# because --task does the same skip/resume check (docs/cluster.md: costs, stops, full disks):
 #
-#   N=$(SCALE=paper bash sweep.sh --count qat)
+#   N=$(SCALE=paper bash sweep.sh --count qat); SCALE=paper bash sweep.sh --cost qat | tail -1
 #   JID=$(sbatch --parsable --array=1-$N%64 --gres=gpu:1 --cpus-per-task=8 --time=12:00:00 \
-#         --requeue --wrap "SCALE=paper bash sweep.sh --task \$SLURM_ARRAY_TASK_ID qat")
+#         --requeue --signal=B:USR1@120 --wrap "SCALE=paper exec bash sweep.sh --task \$SLURM_ARRAY_TASK_ID qat")
 #   sbatch --dependency=afterany:$JID --gres=gpu:1 --wrap "SCALE=paper bash sweep.sh --post qat"
+#
+# --task passes a SIGTERM or SIGUSR1 on to its job (--signal=B: signals the batch shell only); a job
+# stopped by SIGUSR1 (the warning before the time limit) under SLURM requeues its own task
+# (scontrol requeue $SLURM_JOB_ID), which resumes it. SIGTERM (preemption, scancel) only stops it:
+# --requeue requeues a preempted task; a cancelled one stays cancelled.
 #
 # or hand the plain list to any scheduler: SCALE=paper bash sweep.sh --dry-run qat > jobs.txt
 set -uo pipefail
@@ -50,6 +61,7 @@ DATA=${DATA:-}
 EXTRA=${EXTRA:-}
 COMPILE=${COMPILE:-}
 
+STOP_RC=75  # a job stopped by a signal at a step boundary, its checkpoint written (train.py: cli.STOPPED)
 die() { echo "sweep.sh: $*" >&2; exit 2; }
 note() { echo "sweep.sh: $*" >&2; }
 # The grid code avoids subshells ($(...), pipes) per line: a 720-line grid stays fast under load.
@@ -378,6 +390,12 @@ job_name() {  # -> JOB_NAME for a job's log file: the run folder of its first st
 
 declare -a SLOT_PID=()
 FAILED=()
+STOPPED=()
+
+job_shell() {  # a job's shell: after a TERM / USR1 / HUP it stops the ' && ' chain once the running step
+    # has returned (a training step checkpoints first), with the stopped status
+    printf '%s' "trap 'exit $STOP_RC' TERM USR1 HUP; $1"
+}
 
 stop_all() {  # arg: exit status. Each job is its own process group: stop the whole group
     local p
@@ -401,6 +419,7 @@ run_pool() {  # args: LOGDIR ; stdin: command lines
     set -m  # each job in its own process group, so a stop reaches its python children
     trap 'stop_all 130' INT TERM
     trap 'stop_all 129' HUP  # a closed terminal: its jobs, in their own process groups, would not see it
+    trap 'stop_all 138' USR1
     for ((s = 0; s < JOBS; s++)); do SLOT_PID[s]=""; done
     while (( k < n )) || busy; do
         event=0
@@ -409,6 +428,9 @@ run_pool() {  # args: LOGDIR ; stdin: command lines
             if [[ -n $p ]] && ! kill -0 "$p" 2>/dev/null; then  # finished: collect its status
                 wait "$p"; rc=$?
                 if (( rc == 0 )); then note "done   ${names[s]} ($(( SECONDS - t0[s] ))s)"
+                elif (( rc == STOP_RC )); then
+                    note "STOPPED ${names[s]} by a signal, resumable (rerun to resume), log: $logdir/${names[s]}.log"
+                    STOPPED+=("${names[s]}")
                 else note "FAILED ${names[s]} (exit $rc), log: $logdir/${names[s]}.log"; FAILED+=("${names[s]}"); fi
                 SLOT_PID[s]=""; p=""; event=1
             fi
@@ -420,7 +442,7 @@ run_pool() {  # args: LOGDIR ; stdin: command lines
                 {
                     echo "# $(date '+%F %T') $started: $line"
                     if (( ${#gpus[@]} )); then export CUDA_VISIBLE_DEVICES=${gpus[s % ${#gpus[@]}]}; fi
-                    exec bash -c "$line"
+                    exec bash -c "$(job_shell "$line")"
                 } >> "$logdir/${names[s]}.log" 2>&1 < /dev/null &
                 SLOT_PID[s]=$!; event=1
             fi
@@ -428,8 +450,32 @@ run_pool() {  # args: LOGDIR ; stdin: command lines
         (( event )) && nap=0 || nap=$(( nap < 4 ? nap + 1 : 4 ))
         busy && sleep "${naps[nap]}"
     done
-    trap - INT TERM HUP
+    trap - INT TERM HUP USR1
     set +m
+}
+
+run_task() {  # one grid line in the foreground (--task): a TERM / USR1 / HUP sent to this shell reaches
+    local line=$1 pid rc r sig=""  # every process of the job (its own process group), which stops and checkpoints
+    set -m
+    bash -c "$(job_shell "$line")" &
+    pid=$!
+    trap 'sig=TERM; kill -TERM -- "-$pid" 2>/dev/null' TERM
+    trap 'sig=USR1; kill -USR1 -- "-$pid" 2>/dev/null' USR1
+    trap 'sig=HUP; kill -TERM -- "-$pid" 2>/dev/null' HUP INT
+    while :; do  # a trapped signal interrupts wait (status > 128): wait again while the job runs
+        wait "$pid"; rc=$?
+        (( rc > 128 )) && kill -0 "$pid" 2>/dev/null && continue
+        if (( rc > 128 )); then wait "$pid"; r=$?; (( r != 127 )) && rc=$r; fi  # it ended meanwhile
+        break
+    done
+    if (( rc == STOP_RC )); then
+        note "line $task ($JOB_NAME) stopped by SIG${sig:-TERM}, resumable: rerun --task $task to resume"
+        if [[ $sig == USR1 && -n ${SLURM_JOB_ID:-} ]]; then  # the time-limit warning: run the rest later
+            if scontrol requeue "$SLURM_JOB_ID"; then note "requeued SLURM job $SLURM_JOB_ID"
+            else note "scontrol requeue $SLURM_JOB_ID failed: resubmit --task $task"; fi
+        fi
+    fi
+    return "$rc"
 }
 
 # -----------------------------------------------------------------------------
@@ -493,8 +539,8 @@ estimate() {  # rough wall time of tiny text-training lines, from timings on the
 }
 
 usage() {
-    echo "usage: bash sweep.sh [--dry-run | --count | --task I | --post] STUDY   (studies: $STUDIES;" \
-         "env SCALE=tiny|paper OUT JOBS GPUS PYTHON DATA EXTRA)"
+    echo "usage: bash sweep.sh [--dry-run | --count | --cost | --task I | --post] STUDY   (studies: $STUDIES;" \
+         "env SCALE=tiny|paper OUT JOBS GPUS PYTHON DATA EXTRA; --cost: MFU GPU PEAK VAL_TOKENS STARTUP)"
 }
 
 # -----------------------------------------------------------------------------
@@ -504,6 +550,7 @@ while (( $# )); do
     case $1 in
         --dry-run|-n) mode=dry ;;
         --count) mode=count ;;
+        --cost) mode=cost ;;
         --post) mode=post ;;
         --task) [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || die "--task needs a line number >= 1"; mode=task; task=$2; shift ;;
         --task=*) task=${1#--task=}; [[ $task =~ ^[1-9][0-9]*$ ]] || die "--task needs a line number >= 1"; mode=task ;;
@@ -524,7 +571,7 @@ if [[ -z ${JOBS:-} ]]; then
 fi
 [[ $JOBS =~ ^[1-9][0-9]*$ ]] || die "JOBS must be a positive integer, got '$JOBS'"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( NCPU / JOBS > 0 ? NCPU / JOBS : 1 ))}
-if [[ $SCALE == paper && -z $DATA && $mode != count && $study != lengen ]]; then
+if [[ $SCALE == paper && -z $DATA && $mode != count && $mode != cost && $study != lengen ]]; then
     note "warning: SCALE=paper trains on billions of tokens; set DATA to a large corpus (the bundled one has ~2M)"
 fi
 if [[ $SCALE == paper && -n $DATA && $mode != count && $study != lengen && ! -f $DATA/manifest.json ]] \
@@ -537,6 +584,11 @@ mapfile -t GRID < <(grid "$study")
 case $mode in
     count)
         echo "${#GRID[@]}" ;;
+    cost)
+        for line in "${GRID[@]}"; do job_name "$line"; printf '%s\t%s\n' "$JOB_NAME" "$line"; done |
+            "$PY" cost.py --mfu "${MFU:-0.4}" --gpu "${GPU:-H100}" --peak "${PEAK:-0}" --val_tokens "${VAL_TOKENS:-0}" \
+                --startup "${STARTUP:-0}"
+        exit "${PIPESTATUS[1]}" ;;
     dry)
         left=0
         for line in "${GRID[@]}"; do
@@ -553,7 +605,7 @@ case $mode in
         job_name "${GRID[task - 1]}"
         [[ -z $PENDING ]] && { note "line $task ($JOB_NAME) already finished"; exit 0; }
         note "line $task: $PENDING"
-        exec bash -c "$PENDING"
+        run_task "$PENDING"; exit $?
         ;;
     post)
         post "$study"; exit $? ;;
@@ -567,10 +619,14 @@ case $mode in
         note "$study: runs finished in $(( (SECONDS - start) / 60 ))m$(( (SECONDS - start) % 60 ))s, ${#FAILED[@]} failed"
         rc=0
         post "$study" || rc=$?
+        if (( ${#STOPPED[@]} )); then
+            note "${#STOPPED[@]} jobs stopped by a signal (${STOPPED[*]:0:5}${STOPPED[5]:+ ...}), checkpointed: rerun to resume"
+        fi
         if (( ${#FAILED[@]} )); then
             note "${#FAILED[@]} jobs failed (${FAILED[*]:0:5}${FAILED[5]:+ ...}); fix and rerun to resume"
             exit 1
         fi
+        (( ${#STOPPED[@]} )) && exit "$STOP_RC"
         exit $rc
         ;;
 esac

@@ -555,6 +555,8 @@ def claim(run):
     if dist.master:
         cli.remove_stale_tmp(out_dir)  # writes killed half-way
         truncate_log(run)
+        if run.corpus:
+            run.corpus.remember()  # accepted: a prepared folder's manifest may now note new mtimes
     if cfg.compile:
         run.train_model = compile_blocks(run.model)
     if dist.ddp:  # after compiling: each block's backward is its own graph, so DDP's bucketed
@@ -711,14 +713,18 @@ def loop(run):
     warmdown_step = int(iters * (1 - cfg.warmdown)) if wsd else None
     extra_steps = {int(iters * f): f for f in save_fractions(cfg)}
     qat_step = int(iters * cfg.qat_start)
-    log = open(run.path("log.jsonl"), "a") if run.dist.master else None
+    log = cli.LineLog(run.path("log.jsonl")) if run.dist.master else None
     pbar = None
     if run.dist.master and not cfg.quiet:
         from tqdm import tqdm
         pbar = tqdm(total=iters, initial=run.step, dynamic_ncols=True)
     tokens_per_step = cfg.batch_size * run.mcfg.block_size
     qat_on = None  # the switch as last set: flipped when it changes, not a fill_ per module per step
+    stop = ""
     while run.step < iters:
+        stop = cli.stop_requested(run.dist)  # SIGTERM / SIGUSR1: stop here, between two steps
+        if stop:
+            break
         if run.step == warmdown_step:
             checkpoint(run, "ckpt_warmdown.pt")
         if run.step in extra_steps:
@@ -741,7 +747,6 @@ def loop(run):
                 row["val_acc"] = round(ev["acc"], 4)
         if log:
             log.write(json.dumps(cli.clean(row), allow_nan=False) + "\n")
-            log.flush()
         if pbar:
             pbar.update(1)
             pbar.set_postfix(loss=f"{loss:.3f}", lr=f"{mult:.2f}", tok_s=f"{run.tokens_done / run.train_time:.0f}",
@@ -753,7 +758,13 @@ def loop(run):
     if log:
         log.close()
     run.warmdown_step, run.extra_steps = warmdown_step, extra_steps
-    checkpoint(run, "ckpt.pt")  # the final weights, before the record that marks them final
+    checkpoint(run, "ckpt.pt")  # the final weights, before the record that marks them final (or: where a stop resumes)
+    stop = stop or cli.stop_requested(run.dist)  # also a signal during the last step: stop before the final evaluation
+    if stop:
+        if run.dist.ddp:  # no rank exits before the master's checkpoint is written
+            import torch.distributed as dist
+            dist.barrier()
+        raise cli.Stopped(f"stopped by {stop} at step {run.step}; ckpt.pt written")
 
 
 def finish(run):
@@ -799,8 +810,10 @@ def finish(run):
     return result
 
 
+@cli.stop_signals()  # SIGTERM / SIGUSR1: the loop stops at its next step boundary, checkpointed
 def train(cfg):
-    """Train (or resume) one run; returns its result dict."""
+    """Train (or resume) one run; returns its result dict. Stopped by a signal: cli.Stopped, with
+    ckpt.pt written; --resume continues it exactly."""
     run = setup(cfg)
     try:
         if os.path.exists(run.path("result.json")):  # --resume of a finished run

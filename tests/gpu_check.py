@@ -77,6 +77,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 import cli  # noqa: E402  (standard library only at import time)
+from model import flops_per_token  # noqa: E402  (the one FLOP formula, in the library: sweep.sh --cost shares it)
 
 PY = sys.executable
 
@@ -199,16 +200,6 @@ SETTINGS = dict(
 
 # -----------------------------------------------------------------------------
 # Pure functions: FLOPs, MFU, the peak table, the judgements, the table
-
-def flops_per_token(n_params, n_layer, n_embd, seq_len, vocab_size=0):
-    """Training FLOPs (forward + backward) per token: 6 per weight of every matmul, i.e. the
-    n_params non-embedding parameters plus the output head's vocab_size * n_embd (a matmul even
-    when tied to the embedding; the embedding lookup itself is free), plus the attention scores and
-    their weighted sum, 12 * n_layer * n_embd * seq_len (PaLM, arXiv 2204.02311 appendix B, as
-    nanoGPT's estimate_mfu; the full T x T count, although causal kernels skip the masked half).
-    Norm gains count as weights (negligible); fake quantisation counts nothing. Pure arithmetic."""
-    return 6 * (n_params + vocab_size * n_embd) + 12 * n_layer * n_embd * seq_len
-
 
 def mfu(flops_token, tokens_per_s, peak_flops):
     """Model FLOPs utilisation: achieved model FLOP/s over the hardware peak (None without a peak)."""

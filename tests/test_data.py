@@ -437,7 +437,9 @@ def test_verify_catches_what_a_start_does_not_hash(prepared, tmp_path):
     folder = str(tmp_path / "prep")
     shutil.copytree(prepared, folder, copy_function=shutil.copy)  # new mtimes: the first start hashes, restamps
     old = json.load(open(os.path.join(folder, "manifest.json")))
-    data.load_corpus(folder, vocab_size=512)
+    corpus = data.load_corpus(folder, vocab_size=512)
+    assert json.load(open(os.path.join(folder, "manifest.json"))) == old  # written only once accepted:
+    corpus.remember()  # (train.py: after every check of the run; a refused command writes nothing)
     assert json.load(open(os.path.join(folder, "manifest.json"))) != old
     assert data.verify(folder)["n_train_tokens"] > 0
     damage_shard(folder, "train_000001.bin", beyond_vocab)
