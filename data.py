@@ -60,6 +60,102 @@ OURS = re.compile(r"(train|val)_\d{6}\.bin|(train_docs|val_docs|unigram)\.npy|ma
 TAR_EXTS, JSONL_EXTS = (".tar", ".tar.xz", ".tar.gz", ".tgz"), (".jsonl", ".jsonl.gz")
 
 # -----------------------------------------------------------------------------
+# Reading: what train.py, evaluate.py and export.py call (the corpus, its batches); how a corpus is
+# opened (prepared folder, foreign shards, raw source via the cache) is under Loading below
+
+
+def load_corpus(data="", tokenizer="cl100k_base", vocab_size=4096, cache_dir="", val_frac=0.1):
+    """data: "" = the bundled corpus (VAL_DOCS held out); a folder with manifest.json = a prepared
+    folder (its split; val_frac is ignored); a folder of .bin shards without one = foreign shards
+    (tokenizer "none" allowed: then no enc, eot or token_bytes); anything else = a raw source
+    (val_frac rule), prepared once into cache_dir (default data/cache)."""
+    cache_dir = cache_dir or os.path.join(HERE, "data", "cache")
+    src = data or DEFAULT_DATA
+    if not os.path.exists(src):
+        raise UserError(f"data path not found: {src}")
+    if os.path.isdir(src):
+        if os.path.exists(os.path.join(src, MANIFEST)):
+            return open_prepared(src, tokenizer, vocab_size)
+        if os.path.exists(os.path.join(src, UNFINISHED)):
+            raise UserError(f"{src}: an unfinished data.py prepare (no {MANIFEST}); run data.py prepare again")
+        if any(n.endswith(".bin") for n in os.listdir(src)):
+            return open_foreign(src, tokenizer, vocab_size, cache_dir)
+    if tokenizer == "none":
+        raise UserError("--tokenizer none needs a folder of token shards; text has to be tokenized")
+    return open_cached(src, tokenizer, vocab_size, cache_dir, val_frac, None if data else VAL_DOCS)
+
+
+class Corpus:
+    """train and val token streams (Tokens over memory-mapped shards) and what goes with them:
+    enc, eot, token_bytes (None without a tokenizer), vocab_size, info (for the run record)."""
+
+    def __init__(self, train, val, enc, vocab_size, unigram_counts, val_ends, info):
+        self.train, self.val, self.enc, self.vocab_size, self.info = train, val, enc, vocab_size, info
+        self.eot = enc.eot_token if enc is not None else None
+        self.token_bytes = token_byte_lengths(enc, vocab_size) if enc is not None else None
+        self.counts, self.val_ends = unigram_counts, val_ends
+        self.remember = lambda: None  # a prepared folder's: write its refreshed manifest (open_prepared)
+
+    def unigram_loss(self):
+        """Cross-entropy (nats/token) on val of the train unigram distribution (add-one smoothed):
+        the baseline a model must beat by learning anything beyond token frequencies."""
+        counts = np.asarray(self.counts).astype(np.float64) + 1
+        logp = np.log(counts / counts.sum())
+        return float(-logp[np.asarray(self.val[1:], dtype=np.int64)].mean())
+
+    def val_docs(self):
+        """Each val document as int64 ids without its end-of-text. Foreign shards have no document
+        ends: the val stream split at end-of-text when it is known, else one document."""
+        if self.val_ends is not None:
+            starts = np.concatenate([[0], self.val_ends[:-1]])
+            return [np.asarray(self.val[s:e - 1], dtype=np.int64) for s, e in zip(starts, self.val_ends)]
+        v = np.asarray(self.val, dtype=np.int64)
+        if self.eot is None:
+            return [v]
+        cuts = np.flatnonzero(v == self.eot)
+        return [v[a:b] for a, b in zip(np.concatenate([[0], cuts + 1]), np.concatenate([cuts, [len(v)]])) if b > a]
+
+
+def get_batch(tokens, batch_size, block_size, seed, step):
+    """Random windows of the token stream; a pure function of (seed, step), so a resumed run
+    and every DDP rank see exactly the batches of an uninterrupted single-process run."""
+    import torch
+    rng = np.random.default_rng([seed, step])
+    starts = rng.integers(0, len(tokens) - block_size - 1, size=batch_size)
+    xy = np.stack([tokens[s:s + block_size + 1] for s in starts]).astype(np.int64)
+    xy = torch.from_numpy(xy)
+    return xy[:, :-1], xy[:, 1:]
+
+
+def train_batch(cfg, block, corpus, step):
+    """The global batch of one training step (cfg: train.py's TrainConfig): text windows of
+    get_batch, with optional short-context steps (--short_frac: same tokens, more rows), synthetic
+    retrieval rows (--task_mix) or an algorithmic task instead of text (--algo). Like get_batch, a
+    pure function of (seed, step)."""
+    import random
+    import torch
+    import tasks  # here, not at the top: prepare's worker processes need neither torch nor tasks
+    rng = np.random.default_rng([cfg.seed, step, 1])
+    rows = cfg.batch_size
+    if cfg.short_frac > 0 and rng.random() < cfg.short_frac:
+        block, rows = cfg.short_block, rows * (block // cfg.short_block)
+    if cfg.algo:
+        return tasks.algo_targets(cfg.algo, tasks.algo_lengths(cfg.algo_len), rows, block, (cfg.seed, step),
+                                  cfg.algo_offset)
+    x, y = get_batch(corpus.train, rows, block, cfg.seed, step)
+    if cfg.task_mix > 0:
+        y = y.clone()  # x and y are views of one buffer; y gets masked below
+        for r in np.flatnonzero(rng.random(rows) < cfg.task_mix):
+            trng = random.Random(f"{cfg.seed}-{step}-{r}")
+            hay = corpus.train if trng.random() < 0.5 else None  # corpus text or repeated filler
+            ids, answer = tasks.task_sequence(cfg.task_list.split(","), corpus.enc, block + 1, trng, haystack=hay)
+            t = torch.tensor(ids, dtype=torch.int64)
+            x[r], y[r] = t[:-1], t[1:]
+            if cfg.task_loss == "answer":  # the haystack is context only; its loss would swamp the answers
+                y[r].masked_fill_(torch.tensor(answer[1:]) == 0, -1)
+    return x, y
+
+# -----------------------------------------------------------------------------
 # Tokenizer
 
 
@@ -269,335 +365,8 @@ class ShardWriter:
         return write_error(os.path.join(self.out, self.name), e, HEADER_BYTES + n * self.dtype.itemsize)
 
 # -----------------------------------------------------------------------------
-# Sources: documents streamed in order, never the whole corpus in memory
-
-
-def decode(raw, where, newline=False, offset=0):
-    """Strict UTF-8: a file that is not UTF-8 is an error naming it (it was silently decoded
-    with replacement characters before). newline: universal newlines, as text mode reads .txt."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise UserError(f"{where}: not UTF-8 text (byte {offset + e.start}); convert it to UTF-8") from None
-    return text.replace("\r\n", "\n").replace("\r", "\n") if newline and "\r" in text else text
-
-
-def one_line(e):
-    return f"{type(e).__name__}: {' '.join(str(e).split())}"
-
-
-def raw_docs(src):
-    """(name, text) per document of a multi-document source, in source order. A folder: its .txt
-    files by name; a tar: its .txt members by name (read in that order, which costs one pass when
-    the archive is stored sorted, as the bundled one is); .jsonl(.gz): the "text" of each line."""
-    if os.path.isdir(src):
-        for n in sorted(n for n in os.listdir(src) if n.endswith(".txt")):
-            with open(os.path.join(src, n), "rb") as f:
-                yield n, decode(f.read(), os.path.join(src, n), newline=True)
-    elif src.endswith(TAR_EXTS):
-        try:
-            with tarfile.open(src) as tar:
-                members = sorted((m for m in tar.getmembers() if m.isfile() and m.name.endswith(".txt")),
-                                 key=lambda m: m.name)
-                for m in members:
-                    yield os.path.basename(m.name), decode(tar.extractfile(m).read(), f"{src}:{m.name}")
-        except (tarfile.TarError, EOFError, OSError, lzma.LZMAError, zlib.error) as e:
-            raise UserError(f"{src}: not a readable tar archive ({one_line(e)})") from None
-    else:
-        try:
-            with (gzip.open if src.endswith(".gz") else open)(src, "rb") as f:
-                for i, line in enumerate(f):
-                    if line.strip():
-                        yield f"line{i}", jsonl_text(line, f"{src}:{i + 1}")
-        except (EOFError, OSError, zlib.error) as e:
-            raise UserError(f"{src}: unreadable ({one_line(e)})") from None
-
-
-def jsonl_text(line, where):
-    try:
-        obj = json.loads(decode(line, where))
-    except json.JSONDecodeError:
-        obj = None
-    if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
-        raise UserError(f'{where}: not a JSON object with a string "text" field')
-    return obj["text"]
-
-
-def read_docs(src):
-    """raw_docs without whitespace-only documents (dropped, as before: they hold no text)."""
-    return ((n, t) for n, t in raw_docs(src) if t and not t.isspace())
-
-
-def is_single(src):
-    return os.path.isfile(src) and not src.endswith(TAR_EXTS + JSONL_EXTS)
-
-
-def last_cut(buf):
-    """Offset just after the last newline in buf that is followed by printable ASCII (0: none).
-    cl100k's pre-tokenizer never joins such a newline with what follows (its whitespace and
-    punctuation pieces end at the newline, letter and number pieces cannot hold one, and it has
-    no look-behind), so tokenizing pieces cut there gives exactly the tokens of the whole text.
-    A cut at any newline would not: "\\n\\n" is one token, "\\n" + "\\n" two."""
-    i = buf.rfind(b"\n", 0, len(buf) - 1)
-    while i >= 0 and not 33 <= buf[i + 1] <= 126:
-        i = buf.rfind(b"\n", 0, i)
-    return i + 1
-
-
-def first_cut(f, target, size):
-    """The first such cut at or after byte target of file f (size if there is none)."""
-    pos = max(target, 1)
-    while pos < size:
-        f.seek(pos - 1)
-        buf = f.read(CHUNK_BYTES + 1)
-        m = re.search(rb"\n[!-~]", buf)
-        if m:
-            return pos + m.start()
-        if len(buf) < 2:
-            break
-        pos += len(buf) - 1
-    return size
-
-
-def read_chunks(f, a, b, where, newline):
-    """The text of bytes [a, b) of f in pieces of about CHUNK_BYTES, cut only where last_cut allows
-    (a cut after a newline is also never inside a UTF-8 character or a \\r\\n pair)."""
-    f.seek(a)
-    buf, pos = b"", a
-    while True:
-        data = f.read(min(CHUNK_BYTES, b - pos)) if pos < b else b""
-        pos, buf = pos + len(data), buf + data
-        cut = last_cut(buf) if data else len(buf)
-        if cut:
-            yield decode(buf[:cut], where, newline, offset=pos - len(buf))
-            buf = buf[cut:]
-        if not data:
-            return
-
-
-def split_tail(f, size, val_frac, where, newline):
-    """(split, text, ends_document) of a single document: train is the text before the first cut
-    at or after byte (1 - val_frac) * size, val the rest; each part ends with end-of-text."""
-    cut = first_cut(f, int(size * (1 - val_frac)), size)
-    if cut >= size:
-        raise UserError(f"{where}: no line to hold out as val after byte {int(size * (1 - val_frac))} "
-                        f"(--val_frac {val_frac:g})")
-    for split, a, b in (("train", 0, cut), ("val", cut, size)):
-        prev = None
-        for text in read_chunks(f, a, b, where, newline):
-            if prev is not None:
-                yield split, prev, False
-            prev = text
-        yield split, prev, True
-
-
-def survey(src):
-    """Pre-pass without tokenizing: checks the whole source (so a bad input fails before anything
-    is written), counts its documents and hashes its content as before: sha256 over
-    name + b"\\0" + UTF-8 text + b"\\0" per document in source order. -> (n_docs, hash, chars)"""
-    h, n, chars = hashlib.sha256(), 0, 0
-    if is_single(src):
-        h.update(os.path.basename(src).encode() + b"\0")
-        blank = True
-        with open(src, "rb") as f:
-            for text in read_chunks(f, 0, os.path.getsize(src), src, newline=True):
-                h.update(text.encode())
-                chars, blank = chars + len(text), blank and text.isspace()
-        h.update(b"\0")
-        n = 0 if blank else 1
-    else:
-        for name, text in read_docs(src):
-            for part in (name.encode(), b"\0", text.encode(), b"\0"):
-                h.update(part)
-            n, chars = n + 1, chars + len(text)
-    if not n:
-        raise UserError(f"no documents found in {src}")
-    return n, h.hexdigest(), chars
-
-
-def fingerprint(src):
-    """Cheap change detector: size and mtime of the source file (of each .txt in a folder)."""
-    paths = [os.path.join(src, n) for n in sorted(os.listdir(src)) if n.endswith(".txt")] \
-        if os.path.isdir(src) else [src]
-    stats = [(os.path.basename(p), st.st_size, st.st_mtime_ns) for p in paths for st in [os.stat(p)]]
-    return hashlib.sha256(json.dumps(stats).encode()).hexdigest()
-
-
-def val_rule(val_frac, val_docs):
-    return "docs:" + ",".join(val_docs) if val_docs else f"frac:{val_frac!r}"
-
-
-def pieces(src, n_docs, val_frac, val_docs):
-    """(split, text, ends_document) in source order: the stream that prepare tokenizes. val:
-    the documents named in val_docs; else the last max(1, round(n_docs * val_frac)) documents;
-    a source of one document (a single .txt) holds out its tail instead (split_tail)."""
-    if is_single(src):
-        with open(src, "rb") as f:
-            yield from split_tail(f, os.path.getsize(src), val_frac, src, newline=True)
-        return
-    n_val = max(1, round(n_docs * val_frac))
-    for i, (name, text) in enumerate(read_docs(src)):
-        if val_docs:
-            yield "val" if name in val_docs else "train", text, True
-        elif n_docs == 1:
-            raw = text.encode()
-            yield from split_tail(io.BytesIO(raw), len(raw), val_frac, f"{src}:{name}", newline=False)
-        else:
-            yield "val" if i >= n_docs - n_val else "train", text, True
-
-# -----------------------------------------------------------------------------
-# Prepare: source -> shards + manifest
-
-
-def batches(stream, size):
-    """Consecutive pieces of one split, grouped into work items of about size characters."""
-    batch, n, split = [], 0, None
-    for s, text, end in stream:
-        if batch and (s != split or n >= size):
-            yield split, batch
-            batch, n = [], 0
-        split, n = s, n + len(text)
-        batch.append((text, end))
-    if batch:
-        yield split, batch
-
-
-_ENC = None  # each tokenizer process holds its own encoding
-
-
-def _init_worker(tokenizer, vocab_size):
-    global _ENC
-    _ENC = get_tokenizer(tokenizer, vocab_size)
-
-
-def encode_ordinary(enc, text):
-    """enc.encode_ordinary(text) as a uint32 array. encode_to_numpy (tiktoken >= 0.8) with no special
-    token allowed or checked runs the same ordinary BPE, without building a Python list."""
-    if hasattr(enc, "encode_to_numpy"):
-        return enc.encode_to_numpy(text, allowed_special=set(), disallowed_special=())
-    return np.array(enc.encode_ordinary(text), dtype=np.uint32)
-
-
-def _encode(job):
-    """One work item -> (split, tokens, tokens per piece, piece ends a document, characters)."""
-    split, batch = job
-    parts, lens, eot = [], [], np.array([_ENC.eot_token], dtype=np.uint32)
-    for text, end in batch:
-        ids = encode_ordinary(_ENC, text)
-        parts += [ids, eot] if end else [ids]
-        lens.append(len(ids) + end)
-    return (split, np.concatenate(parts).astype(dtype_for(_ENC.n_vocab)), np.array(lens, dtype=np.int64),
-            np.array([end for _, end in batch], dtype=bool), sum(len(t) for t, _ in batch))
-
-
-def ordered_map(fn, jobs, procs, init_args):
-    """map(fn, jobs) in order over procs processes, with at most 4 jobs per process in flight:
-    Pool.imap would read the whole source into its task queue ahead of the workers."""
-    _init_worker(*init_args)
-    if procs <= 1:
-        yield from map(fn, jobs)
-        return
-    with multiprocessing.Pool(procs, _init_worker, init_args) as pool:
-        pending = collections.deque()
-        for job in jobs:
-            pending.append(pool.apply_async(fn, (job,)))
-            if len(pending) >= 4 * procs:
-                yield pending.popleft().get()
-        while pending:
-            yield pending.popleft().get()
-
-
-def start_out(out):
-    """Make out an empty folder marked unfinished (only files a prepare writes may be in it).
-    The marker goes in before the old manifest goes, so no moment looks like a valid folder."""
-    created = not os.path.exists(out)
-    if not created and not os.path.isdir(out):
-        raise UserError(f"{out} is a file; prepare writes a folder")
-    os.makedirs(out, exist_ok=True)
-    names = os.listdir(out)
-    alien = [n for n in names if not OURS.fullmatch(n)]
-    if alien:
-        raise UserError(f"{out} holds files that data.py prepare did not write ({alien[0]}); "
-                        "give an empty or new folder")
-    open(os.path.join(out, UNFINISHED), "w").close()
-    for n in sorted(names, key=lambda n: n != MANIFEST):
-        if n != UNFINISHED:
-            os.remove(os.path.join(out, n))
-    return created
-
-
-def clean_out(out, created):
-    for n in os.listdir(out):
-        if OURS.fullmatch(n):
-            os.remove(os.path.join(out, n))
-    if created and not os.listdir(out):
-        os.rmdir(out)
-
-
-def save_npy(path, arr):
-    buf = io.BytesIO()
-    np.save(buf, arr)
-    atomic_write(path, buf.getvalue(), "wb")
-    return file_entry(path)
-
-
-def prepare(src, out, tokenizer="cl100k_base", vocab_size=4096, val_frac=0.1, val_docs=None, procs=1,
-            shard_tokens=0, quiet=True):
-    """Tokenize src into out: train_*.bin / val_*.bin shards, document ends and train unigram
-    counts, then manifest.json last. Memory is a few batches of documents, not the corpus. A
-    killed prepare leaves no manifest (load_corpus refuses the folder); running it again starts
-    over. shard_tokens 0: SHARD_TOKENS. quiet=None: a progress bar only on a terminal. -> the manifest"""
-    from tqdm import tqdm
-    shard_tokens = shard_tokens or SHARD_TOKENS
-    if not os.path.exists(src):
-        raise UserError(f"data path not found: {src}")
-    if not 0 <= val_frac < 1 or not 0 < shard_tokens < 2 ** 31 or procs < 1:
-        raise UserError("need 0 <= --val_frac < 1, 0 < --shard_tokens < 2**31, --procs >= 1")
-    if tokenizer == "none":
-        raise UserError("prepare needs a tokenizer (--tokenizer none only loads token shards)")
-    src, enc = os.path.abspath(src), get_tokenizer(tokenizer, vocab_size)
-    vocab, dtype, fp = enc.n_vocab, dtype_for(enc.n_vocab), fingerprint(src)
-    n_docs, source_hash, chars = survey(src)
-    created = start_out(out)
-    writers = {s: ShardWriter(out, s, dtype, shard_tokens) for s in ("train", "val")}
-    ends, counts = {"train": [], "val": []}, np.zeros(vocab, dtype=np.int64)
-    try:
-        jobs = batches(pieces(src, n_docs, val_frac, val_docs), BATCH_CHARS)
-        with contextlib.closing(ordered_map(_encode, jobs, procs, (tokenizer, vocab_size))) as results, \
-                tqdm(total=chars, unit="char", unit_scale=True, disable=quiet, desc="prepare") as bar:
-            for split, toks, lens, doc_end, n in results:
-                ends[split].append(writers[split].total + np.cumsum(lens)[doc_end])
-                if split == "train":
-                    counts += np.bincount(toks, minlength=vocab)
-                writers[split].write(toks)
-                bar.update(n)
-        for w in writers.values():
-            w.close()
-        if fingerprint(src) != fp:
-            raise UserError(f"{src} changed while it was being prepared; prepare it again")
-        for split, w in writers.items():
-            if not w.total:
-                raise UserError(f"{src}: no {split} documents under the val rule {val_rule(val_frac, val_docs)}")
-        arrays = {f"{s}_docs": save_npy(os.path.join(out, f"{s}_docs.npy"), np.concatenate(ends[s]))
-                  for s in ("train", "val")}
-        arrays["unigram"] = save_npy(os.path.join(out, "unigram.npy"), counts)
-        m = dict(version=1, source=src, source_hash=source_hash, fingerprint=fp, tokenizer=tokenizer,
-                 encoding=enc.name, vocab_size=vocab, eot=enc.eot_token, dtype=dtype.name,
-                 val_rule=val_rule(val_frac, val_docs), shard_tokens=shard_tokens,
-                 n_train_tokens=writers["train"].total, n_val_tokens=writers["val"].total,
-                 shards=writers["train"].done + writers["val"].done, arrays=arrays)
-        write_json(os.path.join(out, MANIFEST), m)
-        os.remove(os.path.join(out, UNFINISHED))
-        return m
-    except BaseException:
-        for w in writers.values():
-            if w.f is not None:
-                w.f.close()
-        clean_out(out, created)
-        raise
-
-# -----------------------------------------------------------------------------
 # Loading: prepared folders, foreign shard folders, raw sources via the cache
+
 
 SCHEMA = dict(version=int, source=str, source_hash=str, fingerprint=str, tokenizer=str, encoding=str,
               vocab_size=int, eot=int, dtype=str, val_rule=str, shard_tokens=int, n_train_tokens=int,
@@ -830,97 +599,333 @@ def open_foreign(folder, tokenizer, vocab_size, cache_dir):
                 train_tokens=len(train), val_tokens=len(val), prepared=folder, n_shards=len(names))
     return Corpus(train, val, enc, vocab, counts, None, info)
 
+# -----------------------------------------------------------------------------
+# Sources: documents streamed in order, never the whole corpus in memory
 
-def load_corpus(data="", tokenizer="cl100k_base", vocab_size=4096, cache_dir="", val_frac=0.1):
-    """data: "" = the bundled corpus (VAL_DOCS held out); a folder with manifest.json = a prepared
-    folder (its split; val_frac is ignored); a folder of .bin shards without one = foreign shards
-    (tokenizer "none" allowed: then no enc, eot or token_bytes); anything else = a raw source
-    (val_frac rule), prepared once into cache_dir (default data/cache)."""
-    cache_dir = cache_dir or os.path.join(HERE, "data", "cache")
-    src = data or DEFAULT_DATA
+
+def decode(raw, where, newline=False, offset=0):
+    """Strict UTF-8: a file that is not UTF-8 is an error naming it (it was silently decoded
+    with replacement characters before). newline: universal newlines, as text mode reads .txt."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UserError(f"{where}: not UTF-8 text (byte {offset + e.start}); convert it to UTF-8") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n") if newline and "\r" in text else text
+
+
+def one_line(e):
+    return f"{type(e).__name__}: {' '.join(str(e).split())}"
+
+
+def raw_docs(src):
+    """(name, text) per document of a multi-document source, in source order. A folder: its .txt
+    files by name; a tar: its .txt members by name (read in that order, which costs one pass when
+    the archive is stored sorted, as the bundled one is); .jsonl(.gz): the "text" of each line."""
+    if os.path.isdir(src):
+        for n in sorted(n for n in os.listdir(src) if n.endswith(".txt")):
+            with open(os.path.join(src, n), "rb") as f:
+                yield n, decode(f.read(), os.path.join(src, n), newline=True)
+    elif src.endswith(TAR_EXTS):
+        try:
+            with tarfile.open(src) as tar:
+                members = sorted((m for m in tar.getmembers() if m.isfile() and m.name.endswith(".txt")),
+                                 key=lambda m: m.name)
+                for m in members:
+                    yield os.path.basename(m.name), decode(tar.extractfile(m).read(), f"{src}:{m.name}")
+        except (tarfile.TarError, EOFError, OSError, lzma.LZMAError, zlib.error) as e:
+            raise UserError(f"{src}: not a readable tar archive ({one_line(e)})") from None
+    else:
+        try:
+            with (gzip.open if src.endswith(".gz") else open)(src, "rb") as f:
+                for i, line in enumerate(f):
+                    if line.strip():
+                        yield f"line{i}", jsonl_text(line, f"{src}:{i + 1}")
+        except (EOFError, OSError, zlib.error) as e:
+            raise UserError(f"{src}: unreadable ({one_line(e)})") from None
+
+
+def jsonl_text(line, where):
+    try:
+        obj = json.loads(decode(line, where))
+    except json.JSONDecodeError:
+        obj = None
+    if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
+        raise UserError(f'{where}: not a JSON object with a string "text" field')
+    return obj["text"]
+
+
+def read_docs(src):
+    """raw_docs without whitespace-only documents (dropped, as before: they hold no text)."""
+    return ((n, t) for n, t in raw_docs(src) if t and not t.isspace())
+
+
+def is_single(src):
+    return os.path.isfile(src) and not src.endswith(TAR_EXTS + JSONL_EXTS)
+
+
+def last_cut(buf):
+    """Offset just after the last newline in buf that is followed by printable ASCII (0: none).
+    cl100k's pre-tokenizer never joins such a newline with what follows (its whitespace and
+    punctuation pieces end at the newline, letter and number pieces cannot hold one, and it has
+    no look-behind), so tokenizing pieces cut there gives exactly the tokens of the whole text.
+    A cut at any newline would not: "\\n\\n" is one token, "\\n" + "\\n" two."""
+    i = buf.rfind(b"\n", 0, len(buf) - 1)
+    while i >= 0 and not 33 <= buf[i + 1] <= 126:
+        i = buf.rfind(b"\n", 0, i)
+    return i + 1
+
+
+def first_cut(f, target, size):
+    """The first such cut at or after byte target of file f (size if there is none)."""
+    pos = max(target, 1)
+    while pos < size:
+        f.seek(pos - 1)
+        buf = f.read(CHUNK_BYTES + 1)
+        m = re.search(rb"\n[!-~]", buf)
+        if m:
+            return pos + m.start()
+        if len(buf) < 2:
+            break
+        pos += len(buf) - 1
+    return size
+
+
+def read_chunks(f, a, b, where, newline):
+    """The text of bytes [a, b) of f in pieces of about CHUNK_BYTES, cut only where last_cut allows
+    (a cut after a newline is also never inside a UTF-8 character or a \\r\\n pair)."""
+    f.seek(a)
+    buf, pos = b"", a
+    while True:
+        data = f.read(min(CHUNK_BYTES, b - pos)) if pos < b else b""
+        pos, buf = pos + len(data), buf + data
+        cut = last_cut(buf) if data else len(buf)
+        if cut:
+            yield decode(buf[:cut], where, newline, offset=pos - len(buf))
+            buf = buf[cut:]
+        if not data:
+            return
+
+
+def split_tail(f, size, val_frac, where, newline):
+    """(split, text, ends_document) of a single document: train is the text before the first cut
+    at or after byte (1 - val_frac) * size, val the rest; each part ends with end-of-text."""
+    cut = first_cut(f, int(size * (1 - val_frac)), size)
+    if cut >= size:
+        raise UserError(f"{where}: no line to hold out as val after byte {int(size * (1 - val_frac))} "
+                        f"(--val_frac {val_frac:g})")
+    for split, a, b in (("train", 0, cut), ("val", cut, size)):
+        prev = None
+        for text in read_chunks(f, a, b, where, newline):
+            if prev is not None:
+                yield split, prev, False
+            prev = text
+        yield split, prev, True
+
+
+def survey(src):
+    """Pre-pass without tokenizing: checks the whole source (so a bad input fails before anything
+    is written), counts its documents and hashes its content as before: sha256 over
+    name + b"\\0" + UTF-8 text + b"\\0" per document in source order. -> (n_docs, hash, chars)"""
+    h, n, chars = hashlib.sha256(), 0, 0
+    if is_single(src):
+        h.update(os.path.basename(src).encode() + b"\0")
+        blank = True
+        with open(src, "rb") as f:
+            for text in read_chunks(f, 0, os.path.getsize(src), src, newline=True):
+                h.update(text.encode())
+                chars, blank = chars + len(text), blank and text.isspace()
+        h.update(b"\0")
+        n = 0 if blank else 1
+    else:
+        for name, text in read_docs(src):
+            for part in (name.encode(), b"\0", text.encode(), b"\0"):
+                h.update(part)
+            n, chars = n + 1, chars + len(text)
+    if not n:
+        raise UserError(f"no documents found in {src}")
+    return n, h.hexdigest(), chars
+
+
+def fingerprint(src):
+    """Cheap change detector: size and mtime of the source file (of each .txt in a folder)."""
+    paths = [os.path.join(src, n) for n in sorted(os.listdir(src)) if n.endswith(".txt")] \
+        if os.path.isdir(src) else [src]
+    stats = [(os.path.basename(p), st.st_size, st.st_mtime_ns) for p in paths for st in [os.stat(p)]]
+    return hashlib.sha256(json.dumps(stats).encode()).hexdigest()
+
+
+def val_rule(val_frac, val_docs):
+    return "docs:" + ",".join(val_docs) if val_docs else f"frac:{val_frac!r}"
+
+
+def pieces(src, n_docs, val_frac, val_docs):
+    """(split, text, ends_document) in source order: the stream that prepare tokenizes. val:
+    the documents named in val_docs; else the last max(1, round(n_docs * val_frac)) documents;
+    a source of one document (a single .txt) holds out its tail instead (split_tail)."""
+    if is_single(src):
+        with open(src, "rb") as f:
+            yield from split_tail(f, os.path.getsize(src), val_frac, src, newline=True)
+        return
+    n_val = max(1, round(n_docs * val_frac))
+    for i, (name, text) in enumerate(read_docs(src)):
+        if val_docs:
+            yield "val" if name in val_docs else "train", text, True
+        elif n_docs == 1:
+            raw = text.encode()
+            yield from split_tail(io.BytesIO(raw), len(raw), val_frac, f"{src}:{name}", newline=False)
+        else:
+            yield "val" if i >= n_docs - n_val else "train", text, True
+
+# -----------------------------------------------------------------------------
+# Prepare: source -> shards + manifest, and its verification
+
+
+def batches(stream, size):
+    """Consecutive pieces of one split, grouped into work items of about size characters."""
+    batch, n, split = [], 0, None
+    for s, text, end in stream:
+        if batch and (s != split or n >= size):
+            yield split, batch
+            batch, n = [], 0
+        split, n = s, n + len(text)
+        batch.append((text, end))
+    if batch:
+        yield split, batch
+
+
+_ENC = None  # each tokenizer process holds its own encoding
+
+
+def _init_worker(tokenizer, vocab_size):
+    global _ENC
+    _ENC = get_tokenizer(tokenizer, vocab_size)
+
+
+def encode_ordinary(enc, text):
+    """enc.encode_ordinary(text) as a uint32 array. encode_to_numpy (tiktoken >= 0.8) with no special
+    token allowed or checked runs the same ordinary BPE, without building a Python list."""
+    if hasattr(enc, "encode_to_numpy"):
+        return enc.encode_to_numpy(text, allowed_special=set(), disallowed_special=())
+    return np.array(enc.encode_ordinary(text), dtype=np.uint32)
+
+
+def _encode(job):
+    """One work item -> (split, tokens, tokens per piece, piece ends a document, characters)."""
+    split, batch = job
+    parts, lens, eot = [], [], np.array([_ENC.eot_token], dtype=np.uint32)
+    for text, end in batch:
+        ids = encode_ordinary(_ENC, text)
+        parts += [ids, eot] if end else [ids]
+        lens.append(len(ids) + end)
+    return (split, np.concatenate(parts).astype(dtype_for(_ENC.n_vocab)), np.array(lens, dtype=np.int64),
+            np.array([end for _, end in batch], dtype=bool), sum(len(t) for t, _ in batch))
+
+
+def ordered_map(fn, jobs, procs, init_args):
+    """map(fn, jobs) in order over procs processes, with at most 4 jobs per process in flight:
+    Pool.imap would read the whole source into its task queue ahead of the workers."""
+    _init_worker(*init_args)
+    if procs <= 1:
+        yield from map(fn, jobs)
+        return
+    with multiprocessing.Pool(procs, _init_worker, init_args) as pool:
+        pending = collections.deque()
+        for job in jobs:
+            pending.append(pool.apply_async(fn, (job,)))
+            if len(pending) >= 4 * procs:
+                yield pending.popleft().get()
+        while pending:
+            yield pending.popleft().get()
+
+
+def start_out(out):
+    """Make out an empty folder marked unfinished (only files a prepare writes may be in it).
+    The marker goes in before the old manifest goes, so no moment looks like a valid folder."""
+    created = not os.path.exists(out)
+    if not created and not os.path.isdir(out):
+        raise UserError(f"{out} is a file; prepare writes a folder")
+    os.makedirs(out, exist_ok=True)
+    names = os.listdir(out)
+    alien = [n for n in names if not OURS.fullmatch(n)]
+    if alien:
+        raise UserError(f"{out} holds files that data.py prepare did not write ({alien[0]}); "
+                        "give an empty or new folder")
+    open(os.path.join(out, UNFINISHED), "w").close()
+    for n in sorted(names, key=lambda n: n != MANIFEST):
+        if n != UNFINISHED:
+            os.remove(os.path.join(out, n))
+    return created
+
+
+def clean_out(out, created):
+    for n in os.listdir(out):
+        if OURS.fullmatch(n):
+            os.remove(os.path.join(out, n))
+    if created and not os.listdir(out):
+        os.rmdir(out)
+
+
+def save_npy(path, arr):
+    buf = io.BytesIO()
+    np.save(buf, arr)
+    atomic_write(path, buf.getvalue(), "wb")
+    return file_entry(path)
+
+
+def prepare(src, out, tokenizer="cl100k_base", vocab_size=4096, val_frac=0.1, val_docs=None, procs=1,
+            shard_tokens=0, quiet=True):
+    """Tokenize src into out: train_*.bin / val_*.bin shards, document ends and train unigram
+    counts, then manifest.json last. Memory is a few batches of documents, not the corpus. A
+    killed prepare leaves no manifest (load_corpus refuses the folder); running it again starts
+    over. shard_tokens 0: SHARD_TOKENS. quiet=None: a progress bar only on a terminal. -> the manifest"""
+    from tqdm import tqdm
+    shard_tokens = shard_tokens or SHARD_TOKENS
     if not os.path.exists(src):
         raise UserError(f"data path not found: {src}")
-    if os.path.isdir(src):
-        if os.path.exists(os.path.join(src, MANIFEST)):
-            return open_prepared(src, tokenizer, vocab_size)
-        if os.path.exists(os.path.join(src, UNFINISHED)):
-            raise UserError(f"{src}: an unfinished data.py prepare (no {MANIFEST}); run data.py prepare again")
-        if any(n.endswith(".bin") for n in os.listdir(src)):
-            return open_foreign(src, tokenizer, vocab_size, cache_dir)
+    if not 0 <= val_frac < 1 or not 0 < shard_tokens < 2 ** 31 or procs < 1:
+        raise UserError("need 0 <= --val_frac < 1, 0 < --shard_tokens < 2**31, --procs >= 1")
     if tokenizer == "none":
-        raise UserError("--tokenizer none needs a folder of token shards; text has to be tokenized")
-    return open_cached(src, tokenizer, vocab_size, cache_dir, val_frac, None if data else VAL_DOCS)
-
-
-class Corpus:
-    """train and val token streams (Tokens over memory-mapped shards) and what goes with them:
-    enc, eot, token_bytes (None without a tokenizer), vocab_size, info (for the run record)."""
-
-    def __init__(self, train, val, enc, vocab_size, unigram_counts, val_ends, info):
-        self.train, self.val, self.enc, self.vocab_size, self.info = train, val, enc, vocab_size, info
-        self.eot = enc.eot_token if enc is not None else None
-        self.token_bytes = token_byte_lengths(enc, vocab_size) if enc is not None else None
-        self.counts, self.val_ends = unigram_counts, val_ends
-        self.remember = lambda: None  # a prepared folder's: write its refreshed manifest (open_prepared)
-
-    def unigram_loss(self):
-        """Cross-entropy (nats/token) on val of the train unigram distribution (add-one smoothed):
-        the baseline a model must beat by learning anything beyond token frequencies."""
-        counts = np.asarray(self.counts).astype(np.float64) + 1
-        logp = np.log(counts / counts.sum())
-        return float(-logp[np.asarray(self.val[1:], dtype=np.int64)].mean())
-
-    def val_docs(self):
-        """Each val document as int64 ids without its end-of-text. Foreign shards have no document
-        ends: the val stream split at end-of-text when it is known, else one document."""
-        if self.val_ends is not None:
-            starts = np.concatenate([[0], self.val_ends[:-1]])
-            return [np.asarray(self.val[s:e - 1], dtype=np.int64) for s, e in zip(starts, self.val_ends)]
-        v = np.asarray(self.val, dtype=np.int64)
-        if self.eot is None:
-            return [v]
-        cuts = np.flatnonzero(v == self.eot)
-        return [v[a:b] for a, b in zip(np.concatenate([[0], cuts + 1]), np.concatenate([cuts, [len(v)]])) if b > a]
-
-
-def get_batch(tokens, batch_size, block_size, seed, step):
-    """Random windows of the token stream; a pure function of (seed, step), so a resumed run
-    and every DDP rank see exactly the batches of an uninterrupted single-process run."""
-    import torch
-    rng = np.random.default_rng([seed, step])
-    starts = rng.integers(0, len(tokens) - block_size - 1, size=batch_size)
-    xy = np.stack([tokens[s:s + block_size + 1] for s in starts]).astype(np.int64)
-    xy = torch.from_numpy(xy)
-    return xy[:, :-1], xy[:, 1:]
-
-
-def train_batch(cfg, block, corpus, step):
-    """The global batch of one training step (cfg: train.py's TrainConfig): text windows of
-    get_batch, with optional short-context steps (--short_frac: same tokens, more rows), synthetic
-    retrieval rows (--task_mix) or an algorithmic task instead of text (--algo). Like get_batch, a
-    pure function of (seed, step)."""
-    import random
-    import torch
-    import tasks  # here, not at the top: prepare's worker processes need neither torch nor tasks
-    rng = np.random.default_rng([cfg.seed, step, 1])
-    rows = cfg.batch_size
-    if cfg.short_frac > 0 and rng.random() < cfg.short_frac:
-        block, rows = cfg.short_block, rows * (block // cfg.short_block)
-    if cfg.algo:
-        return tasks.algo_targets(cfg.algo, tasks.algo_lengths(cfg.algo_len), rows, block, (cfg.seed, step),
-                                  cfg.algo_offset)
-    x, y = get_batch(corpus.train, rows, block, cfg.seed, step)
-    if cfg.task_mix > 0:
-        y = y.clone()  # x and y are views of one buffer; y gets masked below
-        for r in np.flatnonzero(rng.random(rows) < cfg.task_mix):
-            trng = random.Random(f"{cfg.seed}-{step}-{r}")
-            hay = corpus.train if trng.random() < 0.5 else None  # corpus text or repeated filler
-            ids, answer = tasks.task_sequence(cfg.task_list.split(","), corpus.enc, block + 1, trng, haystack=hay)
-            t = torch.tensor(ids, dtype=torch.int64)
-            x[r], y[r] = t[:-1], t[1:]
-            if cfg.task_loss == "answer":  # the haystack is context only; its loss would swamp the answers
-                y[r].masked_fill_(torch.tensor(answer[1:]) == 0, -1)
-    return x, y
+        raise UserError("prepare needs a tokenizer (--tokenizer none only loads token shards)")
+    src, enc = os.path.abspath(src), get_tokenizer(tokenizer, vocab_size)
+    vocab, dtype, fp = enc.n_vocab, dtype_for(enc.n_vocab), fingerprint(src)
+    n_docs, source_hash, chars = survey(src)
+    created = start_out(out)
+    writers = {s: ShardWriter(out, s, dtype, shard_tokens) for s in ("train", "val")}
+    ends, counts = {"train": [], "val": []}, np.zeros(vocab, dtype=np.int64)
+    try:
+        jobs = batches(pieces(src, n_docs, val_frac, val_docs), BATCH_CHARS)
+        with contextlib.closing(ordered_map(_encode, jobs, procs, (tokenizer, vocab_size))) as results, \
+                tqdm(total=chars, unit="char", unit_scale=True, disable=quiet, desc="prepare") as bar:
+            for split, toks, lens, doc_end, n in results:
+                ends[split].append(writers[split].total + np.cumsum(lens)[doc_end])
+                if split == "train":
+                    counts += np.bincount(toks, minlength=vocab)
+                writers[split].write(toks)
+                bar.update(n)
+        for w in writers.values():
+            w.close()
+        if fingerprint(src) != fp:
+            raise UserError(f"{src} changed while it was being prepared; prepare it again")
+        for split, w in writers.items():
+            if not w.total:
+                raise UserError(f"{src}: no {split} documents under the val rule {val_rule(val_frac, val_docs)}")
+        arrays = {f"{s}_docs": save_npy(os.path.join(out, f"{s}_docs.npy"), np.concatenate(ends[s]))
+                  for s in ("train", "val")}
+        arrays["unigram"] = save_npy(os.path.join(out, "unigram.npy"), counts)
+        m = dict(version=1, source=src, source_hash=source_hash, fingerprint=fp, tokenizer=tokenizer,
+                 encoding=enc.name, vocab_size=vocab, eot=enc.eot_token, dtype=dtype.name,
+                 val_rule=val_rule(val_frac, val_docs), shard_tokens=shard_tokens,
+                 n_train_tokens=writers["train"].total, n_val_tokens=writers["val"].total,
+                 shards=writers["train"].done + writers["val"].done, arrays=arrays)
+        write_json(os.path.join(out, MANIFEST), m)
+        os.remove(os.path.join(out, UNFINISHED))
+        return m
+    except BaseException:
+        for w in writers.values():
+            if w.f is not None:
+                w.f.close()
+        clean_out(out, created)
+        raise
 
 
 def verify(folder):

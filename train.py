@@ -38,6 +38,7 @@ FINAL_EVAL_TOKENS = 2 ** 23
 # Run configuration: every training flag, with what it does. Architecture flags are GPTConfig's
 # (model.py): given on the command line they land in `model` and override the --size preset.
 
+
 @dataclass
 class TrainConfig:
     size: str = flag("1M", "preset by non-embedding parameters (model.SIZES); --n_layer etc. override it")
@@ -96,104 +97,9 @@ class TrainConfig:
 FREE_ON_RESUME = ("resume", "quiet", "overwrite", "compile", "out_dir", "cache_dir", "dist_timeout", "ptq_bits",
                   "final_eval_tokens", "eval_batch_tokens")
 
-
-def check_config(cfg):
-    """Validate every flag before anything is written. Raises UserError."""
-    if cfg.size not in SIZES:
-        raise UserError(f"unknown size preset {cfg.size!r}; choose from {', '.join(SIZES)}")
-    for name in ("warmup", "warmdown", "qat_start", "min_lr_frac", "short_frac", "task_mix"):
-        if not 0.0 <= getattr(cfg, name) <= 1.0:
-            raise UserError(f"--{name} {getattr(cfg, name)} must be in [0, 1]")
-    if cfg.warmup + cfg.warmdown > 1.0:
-        raise UserError(f"--warmup {cfg.warmup} + --warmdown {cfg.warmdown} exceeds 1")
-    if not 0 < cfg.val_frac < 1:
-        raise UserError(f"--val_frac {cfg.val_frac} must be in (0, 1)")
-    for name, allowed in (("schedule", ("wsd", "cosine")), ("optimizer", ("muon", "adamw")),
-                          ("task_loss", ("all", "answer"))):
-        if getattr(cfg, name) not in allowed:
-            raise UserError(f"unknown --{name} {getattr(cfg, name)!r}: {' | '.join(allowed)}")
-    if cfg.iters < 0 or cfg.tokens < 0 or (cfg.iters == 0 and cfg.tokens == 0 and not cfg.init_from):
-        raise UserError("--iters must be >= 1 (0 only with --init_from: evaluate and record)")
-    if cfg.batch_size < 1 or cfg.grad_accum < 1 or cfg.batch_size % cfg.grad_accum:
-        raise UserError(f"--batch_size {cfg.batch_size} must be a positive multiple of --grad_accum {cfg.grad_accum}")
-    if min(cfg.eval_interval, cfg.ckpt_every, cfg.eval_tokens, cfg.dist_timeout) < 1 or cfg.seed < 0 or cfg.algo_offset < 0:
-        raise UserError("--eval_interval, --ckpt_every, --eval_tokens and --dist_timeout must be >= 1, "
-                        "--seed and --algo_offset >= 0")
-    if cfg.final_eval_tokens < 0 or cfg.eval_batch_tokens < 0:
-        raise UserError("--final_eval_tokens and --eval_batch_tokens must be >= 0 (0 = all / sized automatically)")
-    if cfg.lr <= 0 or cfg.muon_lr <= 0 or cfg.adam_lr <= 0 or cfg.weight_decay < 0 or cfg.grad_clip < 0:
-        raise UserError("--lr, --muon_lr, --adam_lr must be > 0; --weight_decay, --grad_clip >= 0")
-    for name in ("out_dir", "cache_dir"):
-        if getattr(cfg, name) and os.path.exists(getattr(cfg, name)) and not os.path.isdir(getattr(cfg, name)):
-            raise UserError(f"--{name} {getattr(cfg, name)} is a file, not a folder")
-    if cfg.task_mix > 0:
-        bad = [t for t in cfg.task_list.split(",") if t not in tasks.TASKS]
-        if bad:
-            raise UserError(f"unknown task {bad[0]!r} in --task_list; choose from {', '.join(tasks.TASKS)}")
-    if cfg.algo and cfg.algo not in tasks.ALGO_TASKS:
-        raise UserError(f"unknown --algo {cfg.algo!r}; choose from {', '.join(tasks.ALGO_TASKS)}")
-    ptq_bits(cfg)
-    save_fractions(cfg)
-    if not cfg.init_from:
-        check_block(cfg, model_config(cfg, 4096).block_size)  # architecture flags fail here, not mid-run
-
-
-def check_block(cfg, block):
-    """The flags that depend on the training context length."""
-    if cfg.short_frac > 0 and (cfg.short_block < 2 or block % cfg.short_block):
-        raise UserError(f"--short_block {cfg.short_block} must divide --block_size {block}")
-    if cfg.algo:
-        longest = algo_lengths(cfg)[1]
-        need = tasks.algo_example_len(cfg.algo, longest, cfg.algo_offset) - 1
-        if need > block:
-            raise UserError(f"--algo {cfg.algo} at length {longest} with --algo_offset "
-                            f"{cfg.algo_offset} needs --block_size >= {need}")
-
-
-def save_fractions(cfg):
-    try:
-        fr = [float(x) for x in cfg.save_at.split(",") if x.strip()]
-    except ValueError:
-        fr = [-1.0]
-    if any(not 0 < f < 1 for f in fr):
-        raise UserError(f"malformed --save_at {cfg.save_at!r}: comma-separated fractions in (0, 1)")
-    return fr
-
-
-def ptq_bits(cfg):
-    try:
-        bits = tuple(int(b) for b in cfg.ptq_bits.split(",") if b.strip())
-        for b in bits:
-            check_bits(b)
-    except ValueError:
-        raise UserError(f"malformed --ptq_bits {cfg.ptq_bits!r}: comma-separated bit-widths in 2..8") from None
-    return bits
-
-
-def algo_lengths(cfg):
-    try:
-        return tasks.algo_lengths(cfg.algo_len)
-    except ValueError as e:
-        raise UserError(str(e)) from None
-
-
-def model_config(cfg, vocab_size):
-    """The GPTConfig of a run: the --size preset's dimensions, then the architecture flags given."""
-    n_layer, n_embd, n_head = SIZES[cfg.size]
-    try:
-        return GPTConfig(**{**dict(vocab_size=vocab_size, n_layer=n_layer, n_embd=n_embd, n_head=n_head),
-                            **cfg.model})
-    except (ValueError, TypeError) as e:
-        raise UserError(str(e)) from None
-
-
-def run_name(cfg, mcfg):
-    return (f"{cfg.size}_b{mcfg.bits}_wd{cfg.warmdown:g}_lr{cfg.lr:g}_{cfg.schedule}"
-            f"_{cfg.optimizer}_s{cfg.seed}")
-
-
 # -----------------------------------------------------------------------------
 # Schedule and optimizers
+
 
 def lr_mult(step, total, warmup=0.02, warmdown=0.33, schedule="wsd", min_lr_frac=0.0):
     """LR multiplier at `step` of `total` (progress p = step / total). Pure function.
@@ -308,372 +214,30 @@ def build_optimizers(model, cfg):
             g["base_lr"] = g["lr"]
     return opts
 
-
 # -----------------------------------------------------------------------------
-# Evaluation
-
-@torch.no_grad()
-def evaluate(model, tokens, token_bytes, block_size, batch_tokens=0, max_tokens=0, device="cpu",
-             dist_info=None, prefix_tokens=0):
-    """Loss (nats/token) and bits per UTF-8 byte on consecutive, non-overlapping windows of
-    `tokens` (the first max_tokens of them; 0 = all): deterministic, so runs can be compared to a few
-    thousandths of a nat. batch_tokens per forward pass (0 = cli.eval_batch_tokens; a window's loss
-    does not depend on the batch it is in). Windows are split across DDP ranks and summed.
-    token_bytes None: no bits per byte. prefix_tokens > 0 also returns "prefix": the loss of the
-    windows that max_tokens=prefix_tokens would take, from the same forward passes."""
-    dist_info = dist_info or cli.Dist()
-    n_win = eval_windows(len(tokens), block_size, max_tokens)
-    n_pre = eval_windows(len(tokens), block_size, prefix_tokens) if prefix_tokens else 0
-    width = min(block_size, len(tokens) - 1)
-    rows = max(1, cli.eval_batch_tokens(device, vocab_of(model, token_bytes), batch_tokens) // width)
-    was_training = model.training
-    model.eval()
-    tot = torch.zeros(5, dtype=torch.float64, device=device)  # sum loss, tokens, bytes; prefix: sum loss, tokens
-    wins = list(range(dist_info.rank, n_win, dist_info.world))
-    for i in range(0, len(wins), rows):
-        chunk = wins[i:i + rows]
-        xy = np.stack([tokens[w * width: w * width + width + 1] for w in chunk]).astype(np.int64)
-        if token_bytes is not None:  # counted on the host copy: no device round trip per batch
-            tot[2] += float(token_bytes[xy[:, 1:]].sum())
-        xy = torch.from_numpy(xy).to(device)
-        with cli.autocast(device):
-            _, loss = model(xy[:, :-1], xy[:, 1:], reduction="none")
-        tot[0] += loss.double().sum()
-        tot[1] += loss.numel()
-        k = sum(w < n_pre for w in chunk)  # a rank's windows ascend: the prefix ones lead its batch
-        if k:
-            tot[3] += loss[:k].double().sum()
-            tot[4] += loss[:k].numel()
-    cli.all_reduce_sum(tot, dist_info)
-    model.train(was_training)
-    loss = (tot[0] / tot[1]).item()
-    bpb = (tot[0] / (math.log(2) * tot[2])).item() if tot[2] > 0 else None
-    out = dict(loss=loss, bpb=bpb, tokens=int(tot[1].item()))
-    if n_pre:
-        out["prefix"] = dict(loss=(tot[3] / tot[4]).item(), tokens=int(tot[4].item()))
-    return out
+# Training: the step, the loop and the finish (the run it works on is set up below)
 
 
-def vocab_of(model, token_bytes=None):
-    """The model's vocabulary (its logits' width): its config's, else the corpus's (token_bytes has one
-    entry per id), else a large one (a conservative batch)."""
-    config = getattr(model, "config", None)
-    if getattr(config, "vocab_size", None):
-        return config.vocab_size
-    return len(token_bytes) if token_bytes is not None else 2 ** 17
-
-
-def eval_windows(n_tokens, block_size, max_tokens=0):
-    """Windows evaluate() scores in a split of n_tokens: whole block_size windows of the first
-    max_tokens + 1 tokens (0 = all), at least one (shorter, when the split is)."""
-    n = n_tokens - 1 if not max_tokens else min(max_tokens, n_tokens - 1)
-    return max(n // block_size, 1)
-
-
-# -----------------------------------------------------------------------------
-# Checkpoints and run folders
-
-def save_checkpoint(path, model, opts, step, cfg, mcfg, extra=None):
-    """Atomically write model + optimiser + step + RNG + configs (torch.load weights_only-safe)."""
-    ckpt = dict(kind="gpt-run", model=model.state_dict(), optimizers=[o.state_dict() for o in opts],
-                step=step, train_config=asdict(cfg), model_config=asdict(mcfg),
-                rng=dict(torch=torch.get_rng_state()), extra=extra or {})
-    atomic_write(path, lambda f: torch.save(ckpt, f), "wb")
-
-
-def load_checkpoint(path):
-    """Load a run checkpoint safely (weights_only=True). Raises UserError on anything wrong."""
-    if not os.path.isfile(path):
-        raise UserError(f"no checkpoint at {path}")
+@cli.stop_signals()  # SIGTERM / SIGUSR1: the loop stops at its next step boundary, checkpointed
+def train(cfg):
+    """Train (or resume) one run; returns its result dict. Stopped by a signal: cli.Stopped, with
+    ckpt.pt written; --resume continues it exactly."""
+    run = setup(cfg)
     try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:
-        raise UserError(f"corrupt or unreadable checkpoint {path}: {type(e).__name__}") from None
-    if not isinstance(ckpt, dict) or ckpt.get("kind") != "gpt-run":
-        raise UserError(f"{path} is not a checkpoint of this project")
-    bad = [k for k, t in CKPT_SCHEMA.items() if not isinstance(ckpt.get(k), t)]
-    if bad or ckpt["step"] < 0 or not isinstance(ckpt.get("extra", {}), dict):
-        what = f"no valid {bad[0]!r}" if bad else "a negative step or a malformed 'extra'"
-        raise UserError(f"{path} is not a complete checkpoint of this project ({what})")
-    return ckpt
-
-
-CKPT_SCHEMA = dict(model=dict, model_config=dict, train_config=dict, step=int, optimizers=list, rng=dict)
-
-
-def model_from_checkpoint(ckpt, **overrides):
-    """Rebuild the GPT of a checkpoint; overrides change config fields (e.g. rope scaling). A
-    checkpoint this code cannot read and overrides that make an invalid model are different errors."""
-    try:
-        config = GPTConfig.from_dict(ckpt["model_config"])
-    except (ValueError, TypeError, AttributeError) as e:
-        raise UserError(f"checkpoint does not match this model code: {cli.first_line(e)}") from None
-    try:
-        config = replace(config, **overrides)
-    except (ValueError, TypeError) as e:
-        raise UserError(f"invalid model settings {', '.join(sorted(overrides))}: {cli.first_line(e)}") from None
-    model = GPT(config)
-    try:
-        model.load_state_dict(ckpt["model"])
-    except (RuntimeError, TypeError, AttributeError) as e:
-        raise UserError(f"checkpoint does not match this model code: {cli.first_line(e)}") from None
-    return model
-
-
-def checkpoint_file(which):
-    """final | warmdown | a --save_at fraction (0.25) -> the file name in a run folder."""
-    if which in ("final", "warmdown"):
-        return "ckpt.pt" if which == "final" else "ckpt_warmdown.pt"
-    try:
-        return f"ckpt_{float(which):g}.pt"
-    except ValueError:
-        raise UserError(f"--ckpt {which!r}: final | warmdown | a --save_at fraction like 0.25") from None
-
-
-def config_from_checkpoint(ckpt):
-    try:
-        return TrainConfig(**ckpt["train_config"])
-    except TypeError as e:
-        raise UserError(f"checkpoint's train_config does not match this train.py: {e}") from None
-
-
-def load_run(run, which="final", **overrides):
-    """The one run-folder loader: (model, TrainConfig, checkpoint dict) of a run's checkpoint
-    `which`; overrides change model config fields. The final checkpoint of a run without
-    result.json is a resume point, not a result."""
-    if not os.path.isdir(run):
-        raise UserError(f"no run folder {run}")
-    name = checkpoint_file(which)
-    if not os.path.isfile(os.path.join(run, name)):
-        have = sorted(n[5:-3] for n in os.listdir(run) if n.startswith("ckpt_") and n.endswith(".pt"))
-        raise UserError(f"no checkpoint {name} in {run}; available: {', '.join(['final'] * os.path.isfile(os.path.join(run, 'ckpt.pt')) + have) or 'none'}")
-    if which == "final" and not os.path.isfile(os.path.join(run, "result.json")):
-        raise UserError(f"{run} has no result.json: the run is not finished "
-                        f"(warmdown or a --save_at fraction picks an intermediate checkpoint)")
-    ckpt = load_checkpoint(os.path.join(run, name))
-    return model_from_checkpoint(ckpt, **overrides), config_from_checkpoint(ckpt), ckpt
-
-
-def read_result(run):
-    """A finished run's result.json as a dict. Raises UserError."""
-    try:
-        with open(os.path.join(run, "result.json")) as f:
-            return json.load(f)
-    except (OSError, ValueError) as e:
-        raise UserError(f"unreadable {os.path.join(run, 'result.json')}: {type(e).__name__}") from None
-
-
-def corpus_of(cfg):
-    return data.load_corpus(cfg.data, cfg.tokenizer, cfg.vocab_size, cfg.cache_dir, cfg.val_frac)
-
-
-# -----------------------------------------------------------------------------
-# Training: set up (everything checked before anything is written), loop, finish
-
-@dataclass
-class Run:
-    """What set-up hands to the loop and the finish."""
-    cfg: TrainConfig
-    mcfg: GPTConfig
-    model: torch.nn.Module
-    train_model: torch.nn.Module  # the model as the loop calls it (compiled / DDP-wrapped)
-    opts: list
-    dist: cli.Dist
-    corpus: object                # data.Corpus, or None for --algo runs
-    out_dir: str
-    iters: int
-    step: int = 0
-    tokens_done: int = 0          # tokens trained, over every process that trained this run (resumes)
-    train_time: float = 0.0       # seconds in training steps, likewise: tokens/s = tokens_done / train_time
-    wall: float = 0.0             # wall seconds of earlier processes of this run
-    t0: float = field(default_factory=time.time)
-    losses: list = field(default_factory=list)
-    extra: dict = field(default_factory=dict)  # lineage etc., kept in every checkpoint
-    lock: object = None
-    warmdown_step: int = None
-    extra_steps: dict = field(default_factory=dict)
-    final: tuple = None           # (QAT on, result): a final pass the loop's last eval already ran
-
-    def path(self, name):
-        return os.path.join(self.out_dir, name)
-
-
-def setup(cfg):
-    check_config(cfg)
-    dist = cli.setup_device(cfg.device, cfg.dist_timeout)
-    if cfg.batch_size % (cfg.grad_accum * dist.world):
-        raise UserError(f"--batch_size {cfg.batch_size} must divide by grad_accum x processes "
-                        f"= {cfg.grad_accum * dist.world}")
-    init = load_checkpoint(cfg.init_from) if cfg.init_from else None
-    corpus = None if cfg.algo else corpus_of(cfg)
-    vocab = len(tasks.ALGO_VOCAB) if cfg.algo else corpus.vocab_size
-    torch.manual_seed(cfg.seed)
-    if init:  # another run's weights and architecture, with the model flags given here on top
-        model = model_from_checkpoint(init, **cfg.model)
-        extra = dict(lineage=init.get("extra", {}).get("lineage") or dict(init_from=cfg.init_from))
-    else:
-        model, extra = GPT(model_config(cfg, vocab)), {}
-    mcfg = model.config
-    check_block(cfg, mcfg.block_size)
-    if mcfg.vocab_size != vocab:
-        raise UserError(f"the model's vocabulary ({mcfg.vocab_size}) is not the corpus's ({vocab})")
-    if corpus and (len(corpus.train) < mcfg.block_size + 2 or len(corpus.val) < 2):
-        raise UserError(f"corpus too small: {len(corpus.train)} train tokens for --block_size {mcfg.block_size}")
-    block = mcfg.block_size
-    iters = math.ceil(cfg.tokens / (cfg.batch_size * block)) if cfg.tokens > 0 else cfg.iters
-    out_dir = cfg.out_dir or os.path.join("out", run_name(cfg, mcfg))
-    if not cfg.compile:
-        eager_optimizers()
-    run = Run(cfg, mcfg, model.to(dist.device), model, build_optimizers(model, cfg), dist, corpus, out_dir,
-              iters, extra=extra)
-    if dist.master:
-        os.makedirs(out_dir, exist_ok=True)
-        run.lock = cli.lock_folder(out_dir)  # before the first write; released by train() (or below)
-    try:
-        return claim(run)
-    except BaseException:
+        if os.path.exists(run.path("result.json")):  # --resume of a finished run
+            print(f"{run.out_dir} already finished; nothing to resume")
+            return read_result(run.out_dir)
+        loop(run)
+        result = finish(run)
+        if run.dist.ddp:  # no rank tears the process group down while another still uses it
+            import torch.distributed as dist
+            dist.barrier()
+        return result
+    finally:
         release(run)
-        raise
-
-
-def claim(run):
-    """The run folder, locked: resume it, or clear an earlier run's files for a fresh one. A refusal
-    here leaves every file as it was."""
-    cfg, dist, out_dir = run.cfg, run.dist, run.out_dir
-    if os.path.exists(run.path("result.json")) and not cfg.overwrite:
-        if cfg.resume:
-            return run  # finished: train() returns its record
-        raise UserError(f"{out_dir} already holds a finished run; use --overwrite or another --out_dir")
-    if cfg.resume:
-        restore(run)
-    elif os.path.exists(run.path("ckpt.pt")) and not cfg.overwrite:
-        raise UserError(f"{out_dir} holds an unfinished run: --resume continues it, --overwrite starts again")
-    elif dist.master:  # a fresh run: nothing of an earlier run in this folder may survive it
-        for name in os.listdir(out_dir):
-            if name == "result.json" or name == "log.jsonl" or (name.startswith("ckpt") and name.endswith(".pt")):
-                os.remove(run.path(name))
-    if dist.master:
-        cli.remove_stale_tmp(out_dir)  # writes killed half-way
-        truncate_log(run)
-        if run.corpus:
-            run.corpus.remember()  # accepted: a prepared folder's manifest may now note new mtimes
-    if cfg.compile:
-        run.train_model = compile_blocks(run.model)
-    if dist.ddp:  # after compiling: each block's backward is its own graph, so DDP's bucketed
-        # all-reduces start while the earlier blocks are still in backward (overlap)
-        from torch.nn.parallel import DistributedDataParallel as DDP
-        run.train_model = DDP(run.train_model, device_ids=[int(dist.device.split(":")[1])] if "cuda" in dist.device else None)
-    return run
-
-
-def compile_blocks(model):
-    """--compile, regional: the model as the loop calls it, its transformer blocks torch.compile'd
-    one by one (blocks of one kind share a compiled graph: compile time does not grow with depth;
-    the position tables, embedding and loss stay eager, which keeps dynamic_ntk, learned positions
-    and the other model-level Python out of the graph). A shallow copy of model with the same
-    parameters and buffers: model itself stays eager for evaluation, probes and checkpoints."""
-    view = copy.copy(model)
-    view._modules = dict(model._modules)
-    view.blocks = torch.nn.ModuleList(torch.compile(b) for b in model.blocks)
-    return view
-
-
-def release(run):
-    if run.lock:
-        cli.unlock_folder(run.lock)
-        run.lock = None
-
-
-def restore(run):
-    """--resume: the model, optimizers, RNG, step and loss history of ckpt.pt, after checking that
-    it belongs to this very run (same flags, paths aside)."""
-    if not os.path.exists(run.path("ckpt.pt")):
-        raise UserError(f"--resume: no checkpoint in {run.out_dir}")
-    ckpt = load_checkpoint(run.path("ckpt.pt"))
-    old, new = ckpt["train_config"], asdict(run.cfg)
-    differ = sorted(k for k in set(old) | set(new) if k not in FREE_ON_RESUME and old.get(k) != new.get(k))
-    if differ:
-        raise UserError(f"--resume: flags differ from the checkpoint's run in {run.out_dir}: "
-                        + ", ".join(f"--{k} {old.get(k)!r} -> {new.get(k)!r}" for k in differ[:4]))
-    if len(ckpt["optimizers"]) != len(run.opts):
-        raise UserError(f"--resume: {run.path('ckpt.pt')} has {len(ckpt['optimizers'])} optimizer states, "
-                        f"this run needs {len(run.opts)}")
-    try:
-        run.model.load_state_dict(ckpt["model"])
-        for o, s in zip(run.opts, ckpt["optimizers"]):
-            o.load_state_dict(s)
-        torch.set_rng_state(ckpt["rng"]["torch"])
-        run.step, run.extra = ckpt["step"], dict(ckpt.get("extra", {}))
-        run.losses = [float(x) for x in run.extra.pop("losses", [])]
-        clock = run.extra.pop("clock", {})
-        run.tokens_done, run.train_time, run.wall = (float(clock.get(k, 0)) for k in ("tokens_done", "train_time", "wall"))
-    except (RuntimeError, ValueError, KeyError, TypeError, AttributeError) as e:
-        raise UserError(f"incompatible checkpoint {run.path('ckpt.pt')}: "
-                        f"{type(e).__name__}: {cli.first_line(e)}") from None
-
-
-def truncate_log(run):
-    """Keep the log rows up to the resumed step (a fresh run starts an empty log). A row cut
-    short by a kill (or any line that is not a log row) is dropped."""
-    rows = []
-    if run.step and os.path.exists(run.path("log.jsonl")):
-        with open(run.path("log.jsonl"), "rb") as f:
-            for line in f:
-                try:
-                    r = json.loads(line)
-                except ValueError:  # also bytes that are not UTF-8
-                    continue
-                if isinstance(r, dict) and type(r.get("step")) is int and r["step"] <= run.step:
-                    rows.append(r)
-    atomic_write(run.path("log.jsonl"), "".join(json.dumps(cli.clean(r)) + "\n" for r in rows))
-
-
-def checkpoint(run, name):
-    """Save the run's state, never non-finite weights. The loss tail and the clock ride along, so
-    a run resumed from its final checkpoint still writes a whole record."""
-    if not all(torch.isfinite(p).all() for p in run.model.parameters()):
-        raise UserError(f"the weights became non-finite by step {run.step}; stopped. The last good "
-                        f"checkpoint (if any) is kept in {run.out_dir}; try a lower --lr")
-    if run.dist.master:
-        clock = dict(tokens_done=run.tokens_done, train_time=run.train_time, wall=run.wall + time.time() - run.t0)
-        save_checkpoint(run.path(name), run.model, run.opts, run.step, run.cfg, run.mcfg,
-                        dict(run.extra, losses=run.losses[-smooth_steps(run.iters):], clock=clock))
-
-
-def smooth_steps(iters):
-    return max(1, iters // 20)  # the smoothed train loss averages the last 5% of steps
-
-
-def val_fn(run, model, max_tokens=0, prefix_tokens=0):
-    """The run's validation: val loss of the corpus, or exact match for --algo runs; a QAT model's
-    weights are quantised once for it (quant.frozen)."""
-    model = frozen(model)
-    if run.cfg.algo:
-        with torch.no_grad():  # no graph for the backward that never comes
-            return tasks.algo_eval(model, run.cfg.algo, algo_lengths(run.cfg), run.mcfg.block_size, run.cfg.seed,
-                                   run.cfg.algo_offset, device=run.dist.device)
-    return evaluate(model, run.corpus.val, run.corpus.token_bytes, run.mcfg.block_size, run.cfg.eval_batch_tokens,
-                    max_tokens=max_tokens, device=run.dist.device, dist_info=run.dist, prefix_tokens=prefix_tokens)
-
-
-def last_eval(run, qat_on):
-    """The loop's eval after its last step, as a final pass of the model as it stands (QAT on or
-    off), kept for finish(); its first eval_tokens are the logged quick eval, so no token is
-    scored twice. A quick eval larger than the final budget is run on its own."""
-    cfg = run.cfg
-    if not cfg.algo and cfg.final_eval_tokens and cfg.eval_tokens > cfg.final_eval_tokens:
-        return val_fn(run, run.model, max_tokens=cfg.eval_tokens)
-    ev = val_fn(run, run.model, cfg.final_eval_tokens, prefix_tokens=0 if cfg.algo else cfg.eval_tokens)
-    run.final = (qat_on, ev)
-    return dict(ev, **ev.get("prefix", {}))
-
-
-def final_pass(run, qat_on):
-    """One final evaluation on final_eval_tokens: the deployed model (QAT on) or full precision."""
-    set_qat(run.model, qat_on)
-    if run.final and run.final[0] == qat_on:
-        return run.final[1]
-    return val_fn(run, run.model, run.cfg.final_eval_tokens)
+        if run.dist.ddp and run.dist.owner:
+            import torch.distributed as dist
+            dist.destroy_process_group()
 
 
 def train_step(run, mult):
@@ -767,6 +331,42 @@ def loop(run):
         raise cli.Stopped(f"stopped by {stop} at step {run.step}; ckpt.pt written")
 
 
+def smooth_steps(iters):
+    return max(1, iters // 20)  # the smoothed train loss averages the last 5% of steps
+
+
+def val_fn(run, model, max_tokens=0, prefix_tokens=0):
+    """The run's validation: val loss of the corpus, or exact match for --algo runs; a QAT model's
+    weights are quantised once for it (quant.frozen)."""
+    model = frozen(model)
+    if run.cfg.algo:
+        with torch.no_grad():  # no graph for the backward that never comes
+            return tasks.algo_eval(model, run.cfg.algo, algo_lengths(run.cfg), run.mcfg.block_size, run.cfg.seed,
+                                   run.cfg.algo_offset, device=run.dist.device)
+    return evaluate(model, run.corpus.val, run.corpus.token_bytes, run.mcfg.block_size, run.cfg.eval_batch_tokens,
+                    max_tokens=max_tokens, device=run.dist.device, dist_info=run.dist, prefix_tokens=prefix_tokens)
+
+
+def last_eval(run, qat_on):
+    """The loop's eval after its last step, as a final pass of the model as it stands (QAT on or
+    off), kept for finish(); its first eval_tokens are the logged quick eval, so no token is
+    scored twice. A quick eval larger than the final budget is run on its own."""
+    cfg = run.cfg
+    if not cfg.algo and cfg.final_eval_tokens and cfg.eval_tokens > cfg.final_eval_tokens:
+        return val_fn(run, run.model, max_tokens=cfg.eval_tokens)
+    ev = val_fn(run, run.model, cfg.final_eval_tokens, prefix_tokens=0 if cfg.algo else cfg.eval_tokens)
+    run.final = (qat_on, ev)
+    return dict(ev, **ev.get("prefix", {}))
+
+
+def final_pass(run, qat_on):
+    """One final evaluation on final_eval_tokens: the deployed model (QAT on) or full precision."""
+    set_qat(run.model, qat_on)
+    if run.final and run.final[0] == qat_on:
+        return run.final[1]
+    return val_fn(run, run.model, run.cfg.final_eval_tokens)
+
+
 def finish(run):
     """Final evaluation on final_eval_tokens of the val split (deployed = quantised weights, and full
     precision), PTQ of full-precision runs on the same tokens, and the record, written last: its
@@ -809,27 +409,437 @@ def finish(run):
         write_json(run.path("result.json"), result)
     return result
 
+# -----------------------------------------------------------------------------
+# Evaluation of the val split
 
-@cli.stop_signals()  # SIGTERM / SIGUSR1: the loop stops at its next step boundary, checkpointed
-def train(cfg):
-    """Train (or resume) one run; returns its result dict. Stopped by a signal: cli.Stopped, with
-    ckpt.pt written; --resume continues it exactly."""
-    run = setup(cfg)
+
+@torch.no_grad()
+def evaluate(model, tokens, token_bytes, block_size, batch_tokens=0, max_tokens=0, device="cpu",
+             dist_info=None, prefix_tokens=0):
+    """Loss (nats/token) and bits per UTF-8 byte on consecutive, non-overlapping windows of
+    `tokens` (the first max_tokens of them; 0 = all): deterministic, so runs can be compared to a few
+    thousandths of a nat. batch_tokens per forward pass (0 = cli.eval_batch_tokens; a window's loss
+    does not depend on the batch it is in). Windows are split across DDP ranks and summed.
+    token_bytes None: no bits per byte. prefix_tokens > 0 also returns "prefix": the loss of the
+    windows that max_tokens=prefix_tokens would take, from the same forward passes."""
+    dist_info = dist_info or cli.Dist()
+    n_win = eval_windows(len(tokens), block_size, max_tokens)
+    n_pre = eval_windows(len(tokens), block_size, prefix_tokens) if prefix_tokens else 0
+    width = min(block_size, len(tokens) - 1)
+    rows = max(1, cli.eval_batch_tokens(device, vocab_of(model, token_bytes), batch_tokens) // width)
+    was_training = model.training
+    model.eval()
+    tot = torch.zeros(5, dtype=torch.float64, device=device)  # sum loss, tokens, bytes; prefix: sum loss, tokens
+    wins = list(range(dist_info.rank, n_win, dist_info.world))
+    for i in range(0, len(wins), rows):
+        chunk = wins[i:i + rows]
+        xy = np.stack([tokens[w * width: w * width + width + 1] for w in chunk]).astype(np.int64)
+        if token_bytes is not None:  # counted on the host copy: no device round trip per batch
+            tot[2] += float(token_bytes[xy[:, 1:]].sum())
+        xy = torch.from_numpy(xy).to(device)
+        with cli.autocast(device):
+            _, loss = model(xy[:, :-1], xy[:, 1:], reduction="none")
+        tot[0] += loss.double().sum()
+        tot[1] += loss.numel()
+        k = sum(w < n_pre for w in chunk)  # a rank's windows ascend: the prefix ones lead its batch
+        if k:
+            tot[3] += loss[:k].double().sum()
+            tot[4] += loss[:k].numel()
+    cli.all_reduce_sum(tot, dist_info)
+    model.train(was_training)
+    loss = (tot[0] / tot[1]).item()
+    bpb = (tot[0] / (math.log(2) * tot[2])).item() if tot[2] > 0 else None
+    out = dict(loss=loss, bpb=bpb, tokens=int(tot[1].item()))
+    if n_pre:
+        out["prefix"] = dict(loss=(tot[3] / tot[4]).item(), tokens=int(tot[4].item()))
+    return out
+
+
+def vocab_of(model, token_bytes=None):
+    """The model's vocabulary (its logits' width): its config's, else the corpus's (token_bytes has one
+    entry per id), else a large one (a conservative batch)."""
+    config = getattr(model, "config", None)
+    if getattr(config, "vocab_size", None):
+        return config.vocab_size
+    return len(token_bytes) if token_bytes is not None else 2 ** 17
+
+
+def eval_windows(n_tokens, block_size, max_tokens=0):
+    """Windows evaluate() scores in a split of n_tokens: whole block_size windows of the first
+    max_tokens + 1 tokens (0 = all), at least one (shorter, when the split is)."""
+    n = n_tokens - 1 if not max_tokens else min(max_tokens, n_tokens - 1)
+    return max(n // block_size, 1)
+
+# -----------------------------------------------------------------------------
+# Set-up: everything checked before anything is written, then the run folder claimed
+
+
+@dataclass
+class Run:
+    """What set-up hands to the loop and the finish."""
+    cfg: TrainConfig
+    mcfg: GPTConfig
+    model: torch.nn.Module
+    train_model: torch.nn.Module  # the model as the loop calls it (compiled / DDP-wrapped)
+    opts: list
+    dist: cli.Dist
+    corpus: object                # data.Corpus, or None for --algo runs
+    out_dir: str
+    iters: int
+    step: int = 0
+    tokens_done: int = 0          # tokens trained, over every process that trained this run (resumes)
+    train_time: float = 0.0       # seconds in training steps, likewise: tokens/s = tokens_done / train_time
+    wall: float = 0.0             # wall seconds of earlier processes of this run
+    t0: float = field(default_factory=time.time)
+    losses: list = field(default_factory=list)
+    extra: dict = field(default_factory=dict)  # lineage etc., kept in every checkpoint
+    lock: object = None
+    warmdown_step: int = None
+    extra_steps: dict = field(default_factory=dict)
+    final: tuple = None           # (QAT on, result): a final pass the loop's last eval already ran
+
+    def path(self, name):
+        return os.path.join(self.out_dir, name)
+
+
+def setup(cfg):
+    check_config(cfg)
+    dist = cli.setup_device(cfg.device, cfg.dist_timeout)
+    if cfg.batch_size % (cfg.grad_accum * dist.world):
+        raise UserError(f"--batch_size {cfg.batch_size} must divide by grad_accum x processes "
+                        f"= {cfg.grad_accum * dist.world}")
+    init = load_checkpoint(cfg.init_from) if cfg.init_from else None
+    corpus = None if cfg.algo else corpus_of(cfg)
+    vocab = len(tasks.ALGO_VOCAB) if cfg.algo else corpus.vocab_size
+    torch.manual_seed(cfg.seed)
+    if init:  # another run's weights and architecture, with the model flags given here on top
+        model = model_from_checkpoint(init, **cfg.model)
+        extra = dict(lineage=init.get("extra", {}).get("lineage") or dict(init_from=cfg.init_from))
+    else:
+        model, extra = GPT(model_config(cfg, vocab)), {}
+    mcfg = model.config
+    check_block(cfg, mcfg.block_size)
+    if mcfg.vocab_size != vocab:
+        raise UserError(f"the model's vocabulary ({mcfg.vocab_size}) is not the corpus's ({vocab})")
+    if corpus and (len(corpus.train) < mcfg.block_size + 2 or len(corpus.val) < 2):
+        raise UserError(f"corpus too small: {len(corpus.train)} train tokens for --block_size {mcfg.block_size}")
+    block = mcfg.block_size
+    iters = math.ceil(cfg.tokens / (cfg.batch_size * block)) if cfg.tokens > 0 else cfg.iters
+    out_dir = cfg.out_dir or os.path.join("out", run_name(cfg, mcfg))
+    if not cfg.compile:
+        eager_optimizers()
+    run = Run(cfg, mcfg, model.to(dist.device), model, build_optimizers(model, cfg), dist, corpus, out_dir,
+              iters, extra=extra)
+    if dist.master:
+        os.makedirs(out_dir, exist_ok=True)
+        run.lock = cli.lock_folder(out_dir)  # before the first write; released by train() (or below)
     try:
-        if os.path.exists(run.path("result.json")):  # --resume of a finished run
-            print(f"{run.out_dir} already finished; nothing to resume")
-            return read_result(run.out_dir)
-        loop(run)
-        result = finish(run)
-        if run.dist.ddp:  # no rank tears the process group down while another still uses it
-            import torch.distributed as dist
-            dist.barrier()
-        return result
-    finally:
+        return claim(run)
+    except BaseException:
         release(run)
-        if run.dist.ddp and run.dist.owner:
-            import torch.distributed as dist
-            dist.destroy_process_group()
+        raise
+
+
+def model_config(cfg, vocab_size):
+    """The GPTConfig of a run: the --size preset's dimensions, then the architecture flags given."""
+    n_layer, n_embd, n_head = SIZES[cfg.size]
+    try:
+        return GPTConfig(**{**dict(vocab_size=vocab_size, n_layer=n_layer, n_embd=n_embd, n_head=n_head),
+                            **cfg.model})
+    except (ValueError, TypeError) as e:
+        raise UserError(str(e)) from None
+
+
+def run_name(cfg, mcfg):
+    return (f"{cfg.size}_b{mcfg.bits}_wd{cfg.warmdown:g}_lr{cfg.lr:g}_{cfg.schedule}"
+            f"_{cfg.optimizer}_s{cfg.seed}")
+
+
+def corpus_of(cfg):
+    return data.load_corpus(cfg.data, cfg.tokenizer, cfg.vocab_size, cfg.cache_dir, cfg.val_frac)
+
+
+def compile_blocks(model):
+    """--compile, regional: the model as the loop calls it, its transformer blocks torch.compile'd
+    one by one (blocks of one kind share a compiled graph: compile time does not grow with depth;
+    the position tables, embedding and loss stay eager, which keeps dynamic_ntk, learned positions
+    and the other model-level Python out of the graph). A shallow copy of model with the same
+    parameters and buffers: model itself stays eager for evaluation, probes and checkpoints."""
+    view = copy.copy(model)
+    view._modules = dict(model._modules)
+    view.blocks = torch.nn.ModuleList(torch.compile(b) for b in model.blocks)
+    return view
+
+
+def claim(run):
+    """The run folder, locked: resume it, or clear an earlier run's files for a fresh one. A refusal
+    here leaves every file as it was."""
+    cfg, dist, out_dir = run.cfg, run.dist, run.out_dir
+    if os.path.exists(run.path("result.json")) and not cfg.overwrite:
+        if cfg.resume:
+            return run  # finished: train() returns its record
+        raise UserError(f"{out_dir} already holds a finished run; use --overwrite or another --out_dir")
+    if cfg.resume:
+        restore(run)
+    elif os.path.exists(run.path("ckpt.pt")) and not cfg.overwrite:
+        raise UserError(f"{out_dir} holds an unfinished run: --resume continues it, --overwrite starts again")
+    elif dist.master:  # a fresh run: nothing of an earlier run in this folder may survive it
+        for name in os.listdir(out_dir):
+            if name == "result.json" or name == "log.jsonl" or (name.startswith("ckpt") and name.endswith(".pt")):
+                os.remove(run.path(name))
+    if dist.master:
+        cli.remove_stale_tmp(out_dir)  # writes killed half-way
+        truncate_log(run)
+        if run.corpus:
+            run.corpus.remember()  # accepted: a prepared folder's manifest may now note new mtimes
+    if cfg.compile:
+        run.train_model = compile_blocks(run.model)
+    if dist.ddp:  # after compiling: each block's backward is its own graph, so DDP's bucketed
+        # all-reduces start while the earlier blocks are still in backward (overlap)
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        run.train_model = DDP(run.train_model, device_ids=[int(dist.device.split(":")[1])] if "cuda" in dist.device else None)
+    return run
+
+
+def release(run):
+    if run.lock:
+        cli.unlock_folder(run.lock)
+        run.lock = None
+
+
+def restore(run):
+    """--resume: the model, optimizers, RNG, step and loss history of ckpt.pt, after checking that
+    it belongs to this very run (same flags, paths aside)."""
+    if not os.path.exists(run.path("ckpt.pt")):
+        raise UserError(f"--resume: no checkpoint in {run.out_dir}")
+    ckpt = load_checkpoint(run.path("ckpt.pt"))
+    old, new = ckpt["train_config"], asdict(run.cfg)
+    differ = sorted(k for k in set(old) | set(new) if k not in FREE_ON_RESUME and old.get(k) != new.get(k))
+    if differ:
+        raise UserError(f"--resume: flags differ from the checkpoint's run in {run.out_dir}: "
+                        + ", ".join(f"--{k} {old.get(k)!r} -> {new.get(k)!r}" for k in differ[:4]))
+    if len(ckpt["optimizers"]) != len(run.opts):
+        raise UserError(f"--resume: {run.path('ckpt.pt')} has {len(ckpt['optimizers'])} optimizer states, "
+                        f"this run needs {len(run.opts)}")
+    try:
+        run.model.load_state_dict(ckpt["model"])
+        for o, s in zip(run.opts, ckpt["optimizers"]):
+            o.load_state_dict(s)
+        torch.set_rng_state(ckpt["rng"]["torch"])
+        run.step, run.extra = ckpt["step"], dict(ckpt.get("extra", {}))
+        run.losses = [float(x) for x in run.extra.pop("losses", [])]
+        clock = run.extra.pop("clock", {})
+        run.tokens_done, run.train_time, run.wall = (float(clock.get(k, 0)) for k in ("tokens_done", "train_time", "wall"))
+    except (RuntimeError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise UserError(f"incompatible checkpoint {run.path('ckpt.pt')}: "
+                        f"{type(e).__name__}: {cli.first_line(e)}") from None
+
+
+def truncate_log(run):
+    """Keep the log rows up to the resumed step (a fresh run starts an empty log). A row cut
+    short by a kill (or any line that is not a log row) is dropped."""
+    rows = []
+    if run.step and os.path.exists(run.path("log.jsonl")):
+        with open(run.path("log.jsonl"), "rb") as f:
+            for line in f:
+                try:
+                    r = json.loads(line)
+                except ValueError:  # also bytes that are not UTF-8
+                    continue
+                if isinstance(r, dict) and type(r.get("step")) is int and r["step"] <= run.step:
+                    rows.append(r)
+    atomic_write(run.path("log.jsonl"), "".join(json.dumps(cli.clean(r)) + "\n" for r in rows))
+
+# -----------------------------------------------------------------------------
+# Checkpoints and the one run-folder loader
+
+
+def checkpoint(run, name):
+    """Save the run's state, never non-finite weights. The loss tail and the clock ride along, so
+    a run resumed from its final checkpoint still writes a whole record."""
+    if not all(torch.isfinite(p).all() for p in run.model.parameters()):
+        raise UserError(f"the weights became non-finite by step {run.step}; stopped. The last good "
+                        f"checkpoint (if any) is kept in {run.out_dir}; try a lower --lr")
+    if run.dist.master:
+        clock = dict(tokens_done=run.tokens_done, train_time=run.train_time, wall=run.wall + time.time() - run.t0)
+        save_checkpoint(run.path(name), run.model, run.opts, run.step, run.cfg, run.mcfg,
+                        dict(run.extra, losses=run.losses[-smooth_steps(run.iters):], clock=clock))
+
+
+def save_checkpoint(path, model, opts, step, cfg, mcfg, extra=None):
+    """Atomically write model + optimiser + step + RNG + configs (torch.load weights_only-safe)."""
+    ckpt = dict(kind="gpt-run", model=model.state_dict(), optimizers=[o.state_dict() for o in opts],
+                step=step, train_config=asdict(cfg), model_config=asdict(mcfg),
+                rng=dict(torch=torch.get_rng_state()), extra=extra or {})
+    atomic_write(path, lambda f: torch.save(ckpt, f), "wb")
+
+
+def load_checkpoint(path):
+    """Load a run checkpoint safely (weights_only=True). Raises UserError on anything wrong."""
+    if not os.path.isfile(path):
+        raise UserError(f"no checkpoint at {path}")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:
+        raise UserError(f"corrupt or unreadable checkpoint {path}: {type(e).__name__}") from None
+    if not isinstance(ckpt, dict) or ckpt.get("kind") != "gpt-run":
+        raise UserError(f"{path} is not a checkpoint of this project")
+    bad = [k for k, t in CKPT_SCHEMA.items() if not isinstance(ckpt.get(k), t)]
+    if bad or ckpt["step"] < 0 or not isinstance(ckpt.get("extra", {}), dict):
+        what = f"no valid {bad[0]!r}" if bad else "a negative step or a malformed 'extra'"
+        raise UserError(f"{path} is not a complete checkpoint of this project ({what})")
+    return ckpt
+
+
+CKPT_SCHEMA = dict(model=dict, model_config=dict, train_config=dict, step=int, optimizers=list, rng=dict)
+
+
+def model_from_checkpoint(ckpt, **overrides):
+    """Rebuild the GPT of a checkpoint; overrides change config fields (e.g. rope scaling). A
+    checkpoint this code cannot read and overrides that make an invalid model are different errors."""
+    try:
+        config = GPTConfig.from_dict(ckpt["model_config"])
+    except (ValueError, TypeError, AttributeError) as e:
+        raise UserError(f"checkpoint does not match this model code: {cli.first_line(e)}") from None
+    try:
+        config = replace(config, **overrides)
+    except (ValueError, TypeError) as e:
+        raise UserError(f"invalid model settings {', '.join(sorted(overrides))}: {cli.first_line(e)}") from None
+    model = GPT(config)
+    try:
+        model.load_state_dict(ckpt["model"])
+    except (RuntimeError, TypeError, AttributeError) as e:
+        raise UserError(f"checkpoint does not match this model code: {cli.first_line(e)}") from None
+    return model
+
+
+def checkpoint_file(which):
+    """final | warmdown | a --save_at fraction (0.25) -> the file name in a run folder."""
+    if which in ("final", "warmdown"):
+        return "ckpt.pt" if which == "final" else "ckpt_warmdown.pt"
+    try:
+        return f"ckpt_{float(which):g}.pt"
+    except ValueError:
+        raise UserError(f"--ckpt {which!r}: final | warmdown | a --save_at fraction like 0.25") from None
+
+
+def config_from_checkpoint(ckpt):
+    try:
+        return TrainConfig(**ckpt["train_config"])
+    except TypeError as e:
+        raise UserError(f"checkpoint's train_config does not match this train.py: {e}") from None
+
+
+def load_run(run, which="final", **overrides):
+    """The one run-folder loader: (model, TrainConfig, checkpoint dict) of a run's checkpoint
+    `which`; overrides change model config fields. The final checkpoint of a run without
+    result.json is a resume point, not a result."""
+    if not os.path.isdir(run):
+        raise UserError(f"no run folder {run}")
+    name = checkpoint_file(which)
+    if not os.path.isfile(os.path.join(run, name)):
+        have = sorted(n[5:-3] for n in os.listdir(run) if n.startswith("ckpt_") and n.endswith(".pt"))
+        raise UserError(f"no checkpoint {name} in {run}; available: {', '.join(['final'] * os.path.isfile(os.path.join(run, 'ckpt.pt')) + have) or 'none'}")
+    if which == "final" and not os.path.isfile(os.path.join(run, "result.json")):
+        raise UserError(f"{run} has no result.json: the run is not finished "
+                        f"(warmdown or a --save_at fraction picks an intermediate checkpoint)")
+    ckpt = load_checkpoint(os.path.join(run, name))
+    return model_from_checkpoint(ckpt, **overrides), config_from_checkpoint(ckpt), ckpt
+
+
+def read_result(run):
+    """A finished run's result.json as a dict. Raises UserError."""
+    try:
+        with open(os.path.join(run, "result.json")) as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        raise UserError(f"unreadable {os.path.join(run, 'result.json')}: {type(e).__name__}") from None
+
+# -----------------------------------------------------------------------------
+# Checks of the configuration
+
+
+def check_config(cfg):
+    """Validate every flag before anything is written. Raises UserError."""
+    if cfg.size not in SIZES:
+        raise UserError(f"unknown size preset {cfg.size!r}; choose from {', '.join(SIZES)}")
+    for name in ("warmup", "warmdown", "qat_start", "min_lr_frac", "short_frac", "task_mix"):
+        if not 0.0 <= getattr(cfg, name) <= 1.0:
+            raise UserError(f"--{name} {getattr(cfg, name)} must be in [0, 1]")
+    if cfg.warmup + cfg.warmdown > 1.0:
+        raise UserError(f"--warmup {cfg.warmup} + --warmdown {cfg.warmdown} exceeds 1")
+    if not 0 < cfg.val_frac < 1:
+        raise UserError(f"--val_frac {cfg.val_frac} must be in (0, 1)")
+    for name, allowed in (("schedule", ("wsd", "cosine")), ("optimizer", ("muon", "adamw")),
+                          ("task_loss", ("all", "answer"))):
+        if getattr(cfg, name) not in allowed:
+            raise UserError(f"unknown --{name} {getattr(cfg, name)!r}: {' | '.join(allowed)}")
+    if cfg.iters < 0 or cfg.tokens < 0 or (cfg.iters == 0 and cfg.tokens == 0 and not cfg.init_from):
+        raise UserError("--iters must be >= 1 (0 only with --init_from: evaluate and record)")
+    if cfg.batch_size < 1 or cfg.grad_accum < 1 or cfg.batch_size % cfg.grad_accum:
+        raise UserError(f"--batch_size {cfg.batch_size} must be a positive multiple of --grad_accum {cfg.grad_accum}")
+    if min(cfg.eval_interval, cfg.ckpt_every, cfg.eval_tokens, cfg.dist_timeout) < 1 or cfg.seed < 0 or cfg.algo_offset < 0:
+        raise UserError("--eval_interval, --ckpt_every, --eval_tokens and --dist_timeout must be >= 1, "
+                        "--seed and --algo_offset >= 0")
+    if cfg.final_eval_tokens < 0 or cfg.eval_batch_tokens < 0:
+        raise UserError("--final_eval_tokens and --eval_batch_tokens must be >= 0 (0 = all / sized automatically)")
+    if cfg.lr <= 0 or cfg.muon_lr <= 0 or cfg.adam_lr <= 0 or cfg.weight_decay < 0 or cfg.grad_clip < 0:
+        raise UserError("--lr, --muon_lr, --adam_lr must be > 0; --weight_decay, --grad_clip >= 0")
+    for name in ("out_dir", "cache_dir"):
+        if getattr(cfg, name) and os.path.exists(getattr(cfg, name)) and not os.path.isdir(getattr(cfg, name)):
+            raise UserError(f"--{name} {getattr(cfg, name)} is a file, not a folder")
+    if cfg.task_mix > 0:
+        bad = [t for t in cfg.task_list.split(",") if t not in tasks.TASKS]
+        if bad:
+            raise UserError(f"unknown task {bad[0]!r} in --task_list; choose from {', '.join(tasks.TASKS)}")
+    if cfg.algo and cfg.algo not in tasks.ALGO_TASKS:
+        raise UserError(f"unknown --algo {cfg.algo!r}; choose from {', '.join(tasks.ALGO_TASKS)}")
+    ptq_bits(cfg)
+    save_fractions(cfg)
+    if not cfg.init_from:
+        check_block(cfg, model_config(cfg, 4096).block_size)  # architecture flags fail here, not mid-run
+
+
+def check_block(cfg, block):
+    """The flags that depend on the training context length."""
+    if cfg.short_frac > 0 and (cfg.short_block < 2 or block % cfg.short_block):
+        raise UserError(f"--short_block {cfg.short_block} must divide --block_size {block}")
+    if cfg.algo:
+        longest = algo_lengths(cfg)[1]
+        need = tasks.algo_example_len(cfg.algo, longest, cfg.algo_offset) - 1
+        if need > block:
+            raise UserError(f"--algo {cfg.algo} at length {longest} with --algo_offset "
+                            f"{cfg.algo_offset} needs --block_size >= {need}")
+
+
+def save_fractions(cfg):
+    try:
+        fr = [float(x) for x in cfg.save_at.split(",") if x.strip()]
+    except ValueError:
+        fr = [-1.0]
+    if any(not 0 < f < 1 for f in fr):
+        raise UserError(f"malformed --save_at {cfg.save_at!r}: comma-separated fractions in (0, 1)")
+    return fr
+
+
+def ptq_bits(cfg):
+    try:
+        bits = tuple(int(b) for b in cfg.ptq_bits.split(",") if b.strip())
+        for b in bits:
+            check_bits(b)
+    except ValueError:
+        raise UserError(f"malformed --ptq_bits {cfg.ptq_bits!r}: comma-separated bit-widths in 2..8") from None
+    return bits
+
+
+def algo_lengths(cfg):
+    try:
+        return tasks.algo_lengths(cfg.algo_len)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+
+# -----------------------------------------------------------------------------
+# Command line
 
 
 def report(result):
