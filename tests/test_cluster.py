@@ -211,7 +211,10 @@ def test_ddp_ranks_stop_at_one_step_then_resume_equals_uninterrupted(env, tmp_pa
     step = train.load_checkpoint(os.path.join(run, "ckpt.pt"))["step"]
     assert 3 <= step < 40 and len(rows(run)) == step
     assert err.count("stopped by SIGUSR1 at step") == 1 and f"at step {step}; ckpt.pt written" in err  # rank 0's line
-    assert err.count("exitcode  : 75") == 2, err[-3000:]  # both ranks stopped, with the stopped status
+    # the first rank to exit reports the stopped status; torchrun then sends SIGTERM to the others, which
+    # (already stopped after the same step, by the all-reduce) report 75 too or, if still tearing down, -15
+    codes = re.findall(r"exitcode  : (-?\d+)", err)
+    assert "75" in codes and set(codes) <= {"75", "-15"} and len(codes) in (1, 2), err[-3000:]
     p = torchrun(env.flags(run, *LONG, "--resume"))
     assert p.wait(timeout=300) == 0, p.stderr.read()[-2000:]
     p.stderr.close()
