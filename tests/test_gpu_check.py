@@ -94,6 +94,18 @@ def test_compare_reference(bits):
     assert not gc.compare_reference(stale, ref, tol)[0]
 
 
+@pytest.mark.parametrize("bits", [16, 6])
+def test_reference_matches_todays_command(bits):
+    """The record today's train.py writes for the reference command differs from the reference in
+    no config field: a new flag must be added to the reference or to the free fields (else every
+    train check on the GPU would report a stale reference)."""
+    import dataclasses
+    cfg = train.parse_args(gc.REF_COMMAND.format(bits=bits, device="cuda", out="/tmp/x").split()[2:])
+    res = dict(config=dataclasses.asdict(cfg), model_config=dataclasses.asdict(train.model_config(cfg, 4096)),
+               corpus=dict(gc.REF_CORPUS))
+    assert gc.config_differences(res, gc.REF[bits]) == []
+
+
 def test_reference_is_recorded_for_both_runs():
     for bits in (16, 6):
         ref = gc.REF[bits]
