@@ -31,8 +31,10 @@
 # done when RUN/eval.json exists. Stopping the sweep (Ctrl-C, SIGTERM as from scancel, SIGUSR1, SIGHUP
 # from a closed terminal: its jobs are stopped too) and rerunning the same command continues where it
 # stopped: a training job stopped by a signal finishes its step and writes its checkpoint first
-# (train.py, exit status 75), and is reported as stopped, resumable, not as failed. A job left running by a SIGKILLed sweep keeps its run folder locked: train.py refuses
-# a second writer there, so the rerun reports that job as failed rather than train it twice. Failed jobs are reported at the end (exit 1); the others still run.
+# (train.py, exit status 75), and is reported as stopped, resumable, not as failed. A job left
+# running by a SIGKILLed sweep keeps its run folder locked: train.py refuses a second writer there,
+# so the rerun reports that job as failed rather than train it twice. Failed jobs are reported at
+# the end (exit 1); the others still run.
 #
 # Cluster: the grid is a list of independent lines. SLURM job array (one GPU per task), requeue-safe
 # because --task does the same skip/resume check (docs/cluster.md: costs, stops, full disks):
