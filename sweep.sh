@@ -515,7 +515,8 @@ post() {
 
 estimate() {  # rough wall time of tiny text-training lines, from timings on the 2-core dev CPU under load
     # per run: start-up + steps x seconds per step + seconds per final evaluation pass (QAT runs evaluate
-    # twice, quantised and full precision; FP16 runs once plus one pass per --ptq_bits)
+    # twice, quantised and full precision; FP16 runs once plus one pass per --ptq_bits). Start-ups are 2 s
+    # below the first timings: a run no longer imports torch._dynamo (docs/speed.md)
     awk -v jobs="$JOBS" '
     function opt(name, def,   i) { for (i = 1; i < NF; i++) if ($i == "--" name) return $(i + 1); return def }
     / train\.py / && !/--algo / && !/evaluate\.py|extend\.py/ {
@@ -523,13 +524,13 @@ estimate() {  # rough wall time of tiny text-training lines, from timings on the
         tok = opt("batch_size", 16) * opt("block_size", 256)
         if (opt("tokens", 0) > 0) steps = int((opt("tokens", 0) + tok - 1) / tok)
         ptq = opt("ptq_bits", "8,6,4"); evals = bits < 16 ? 2 : 1 + (ptq == "\047\047" ? 0 : split(ptq, _p, ","))
-        if (size ~ /^(6K|10K|14K)$/) t += 7 + steps * 0.025 + 1.4 * evals
-        else if (size == "25K") t += 7 + steps * 0.026 + 2.0 * evals
-        else if (size == "39K") t += 7 + steps * 0.032 + 2.4 * evals
-        else if (size == "55K") t += 7 + steps * 0.045 + 3.0 * evals
-        else if (size == "0.1M") t += 12 + steps * (0.10 + tok * 0.049e-3) + 10 * evals
-        else if (size == "0.5M") t += 12 + steps * (0.17 + tok * 0.154e-3) + 11 * evals
-        else if (size == "1M") t += 12 + steps * (0.25 + tok * 0.30e-3) + 15 * evals
+        if (size ~ /^(6K|10K|14K)$/) t += 5 + steps * 0.025 + 1.4 * evals
+        else if (size == "25K") t += 5 + steps * 0.026 + 2.0 * evals
+        else if (size == "39K") t += 5 + steps * 0.032 + 2.4 * evals
+        else if (size == "55K") t += 5 + steps * 0.045 + 3.0 * evals
+        else if (size == "0.1M") t += 10 + steps * (0.10 + tok * 0.049e-3) + 10 * evals
+        else if (size == "0.5M") t += 10 + steps * (0.17 + tok * 0.154e-3) + 11 * evals
+        else if (size == "1M") t += 10 + steps * (0.25 + tok * 0.30e-3) + 15 * evals
         else { unknown = 1; next }
         n++
         next

@@ -29,9 +29,9 @@ from cli import UserError, flag, parse, write_json, atomic_write, main as cli_ma
 from model import GPT, GPTConfig, SIZES
 from quant import frozen, ptq_eval, set_qat, check_bits
 
-# The final evaluation's budget: 2^23 tokens holds the whole val split of the bundled corpus (~0.2M
-# tokens: the tiny studies score it all) and bounds the cost of a large one's (the paper sweeps'
-# default too: 8192 sequences of 1024, ~1% of a 100M model's training tokens per pass)
+# The final evaluation's budget: 2^23 tokens holds the whole val split of the bundled corpus (0.2-0.3M
+# tokens: the tiny studies score it all) and bounds the cost of a large one's (the paper sweeps' value
+# too: 8192 sequences of 1024 per pass, under 3% of any paper run's training tokens)
 FINAL_EVAL_TOKENS = 2 ** 23
 
 # -----------------------------------------------------------------------------

@@ -11,7 +11,9 @@ A study's first job is the first line of `bash sweep.sh --dry-run STUDY` in each
 grid: flags may differ between the two), run as the sweep runs it: one job per core, so
 OMP_NUM_THREADS = 1 on the 2-core machine (--threads). The two sides alternate job by job and
 repetition by repetition (which one goes first flips), so a load that drifts falls on both.
-Each side's data cache is prepared before the clock starts. Records: the metrics (and PTQ) of
+Each side's data cache is prepared before the clock starts. Wall and CPU seconds (user + system of
+the job's processes) are both shown: on a machine shared with other work the wall time stretches
+with the load, the CPU time much less (it is what the sweep pays when it has the cores). Records: the metrics (and PTQ) of
 every result.json and the numbers of every eval.json the job wrote, this side minus the other;
 "identical" when every number is equal. Not collected by pytest: it asserts nothing.
 """
@@ -19,6 +21,7 @@ import argparse
 import json
 import math
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -44,18 +47,24 @@ def job_line(checkout, job, out, env):
     return lines[0]
 
 
+def cpu_seconds():
+    """User + system CPU seconds of this process's finished children."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def run_job(checkout, job, out, env):
-    """Run one job from scratch; -> wall seconds (None if it failed)."""
+    """Run one job from scratch; -> (wall seconds, CPU seconds), or None if it failed."""
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
     line = job_line(checkout, job, out, env)
-    t = time.perf_counter()
+    c, t = cpu_seconds(), time.perf_counter()
     p = subprocess.run(["bash", "-c", line], cwd=checkout, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - t
+    wall, cpu = time.perf_counter() - t, cpu_seconds() - c
     if p.returncode:
         print(f"  {job} failed in {checkout} (exit {p.returncode}): {(p.stderr or p.stdout).strip()[-300:]}")
         return None
-    return wall
+    return wall, cpu
 
 
 def numbers(x, prefix=""):
@@ -140,15 +149,20 @@ def main():
                 t = run_job(sides[side], job, outs[side], env)
                 if t is not None:
                     times[(job, side)].append(t)
-                print(f"  [{rep + 1}/{a.repeats}] {job:<10} {side:<5} {t if t is None else round(t, 1)} s "
-                      f"(load {os.getloadavg()[0]:.1f})", flush=True)
+                print(f"  [{rep + 1}/{a.repeats}] {job:<10} {side:<5} " +
+                      ("failed" if t is None else f"wall {t[0]:.1f} s, CPU {t[1]:.1f} s") +
+                      f" (load {os.getloadavg()[0]:.1f})", flush=True)
             verdict[job] = compare(records(outs["this"]), records(outs["other"]))
-    print(f"\n{'job':<11}{'other s':>9}{'this s':>9}{'ratio':>8}  records (this - other)")
+    print(f"\n{'':<11}{'---------- wall s ----------':>28}{'---------- CPU s -----------':>30}")
+    print(f"{'job':<11}{'other':>10}{'this':>10}{'ratio':>8}{'other':>12}{'this':>10}{'ratio':>8}  records (this - other)")
+    fmt = lambda x: "-" if x is None else f"{x:.1f}"
     for job in jobs:
-        o, t = (statistics.median(times[(job, s)]) if times[(job, s)] else None for s in ("other", "this"))
-        ratio = f"{t / o:.2f}" if o and t else "-"
-        fmt = lambda x: "-" if x is None else f"{x:.1f}"
-        print(f"{job:<11}{fmt(o):>9}{fmt(t):>9}{ratio:>8}  {verdict.get(job, '-')}")
+        cells = ""
+        for k in (0, 1):  # wall, CPU: medians over the repetitions
+            o, t = (statistics.median(x[k] for x in times[(job, s)]) if times[(job, s)] else None
+                    for s in ("other", "this"))
+            cells += f"{fmt(o):>{10 if k == 0 else 12}}{fmt(t):>10}{(f'{t / o:.2f}' if o and t else '-'):>8}"
+        print(f"{job:<11}{cells}  {verdict.get(job, '-')}")
     if not a.keep:
         shutil.rmtree(root, ignore_errors=True)
 
