@@ -1,21 +1,27 @@
 """
-Statistics and reports for the sweeps of this project.
+Statistics and reports for the studies of this project, one block per study.
 
-    python analyze.py out/sweeps/qat out/sweeps/qat-probes --fit_sizes 15M,30M,50M,100M --out DIR
+    python analyze.py out/sweeps/qat out/sweeps/qat-probes --study qat --fit_sizes 14K,25K,39K --out DIR
 
 Reads every result.json (and the eval.json / grid.json next to it, if any) under the folders and
-writes analysis.md, analysis.json and PNG plots to --out (default: the first folder). Sections:
-  1. QAT schedule grid: best warmdown per (bits, size, lr) cell and per (bits, size) -- the verdict,
-     each warmdown at its best LR -- with paired z across seeds
-  2. quantisation penalty P_b(N) = L_b(N) - L_16(N) at the reference cell (--ref_lr, --ref_warmdown,
-     matched seeds), log-linear law on the --fit_sizes, prediction intervals at the held-out sizes
-  3. weight-to-grid distance, QAT vs FP16 weights on the same grid
-  4. long-context: inhibiting-feature count -> score, in-sample and leave-one-out R^2
-  5. length generalisation: exact match by input length per (task, encoding) over seeds, an
-     in-distribution gate, paired comparison with RoPE
-  6. positional encodings (posenc): loss, LongPPL and retrieval by evaluation length per encoding
-Seeds: the QAT LR-schedule study (720-run grid, "QAT seed" below; it has no arXiv id) and "Cracks in the Foundation" (arXiv 2608.10296, "long-context
-seed"). Every field is optional: a missing one shrinks a table, it never crashes the script.
+writes analysis.md, analysis.json and PNG plots to --out (default: the first folder).
+
+The file reads top to bottom: the statistics (pure functions), the run loading, the markdown and
+plot helpers, then one block per study, each with its report (a JSON-able dict), its markdown and
+its plots side by side, and at the end the registry of studies (STUDIES) and the command line:
+  qat      (sweep.sh qat and qat-probes) best warmdown per (bits, size[, lr]) with paired z over seeds,
+           the quantisation penalty law P_b(N) with prediction intervals at held-out sizes, and the
+           weight-to-grid distance
+  longctx  inhibiting-feature count -> extension outcome on a factorial grid (arXiv 2608.10296)
+  lengen   exact match by input length per (task, encoding) over seeds, gated in distribution
+  posenc   loss, LongPPL and retrieval by evaluation length per positional encoding
+--study NAME[,NAME] analyses those studies (sweep.sh --post passes its own, so every run read
+belongs to it); without it, each run goes to one study by its record (study_of) and every study
+with runs is analysed, so no section sees another study's runs. A new study costs one block here,
+one line in STUDIES and one grid_ function in sweep.sh.
+Seeds: the QAT LR-schedule study (720-run grid, "QAT seed" below; it has no arXiv id) and "Cracks
+in the Foundation" (arXiv 2608.10296, "long-context seed"). Every field is optional: a missing one
+shrinks a table, it never crashes the script.
 """
 import itertools
 import json
@@ -27,22 +33,9 @@ from collections import defaultdict
 import numpy as np
 from scipy import stats
 
-from cli import OneLineParser, atomic_write, clean, finite_float
+from cli import OneLineParser, UserError, atomic_write, clean, finite_float
 
-# config keys that split runs into separate studies (probes: AdamW, cosine, longer training, late QAT,
-# clip rule) so that the QAT tables never average across them. A key splits only where it varies
-# within one size. The training length is compared as "budget": a run's tokens over the most common
-# token count of its size (x1 for the grid, x3 / x9 for the longer-training probe), because token
-# budgets scale with model size by design and must not split the sizes of one law apart.
-# These come first in a variant's name; every other config key (and model flag, as model.<flag>)
-# that varies within one size splits too, except the grid's own axes and bookkeeping below.
-VARIANT_KEYS = ("optimizer", "schedule", "budget", "block_size", "clip", "qat_start")
-AXIS_KEYS = ("bits", "lr", "warmdown", "seed", "size", "n_layer", "n_embd", "n_head", "iters", "tokens")
-BOOKKEEPING_KEYS = ("out_dir", "quiet", "resume", "overwrite", "device", "compile", "cache_dir", "eval_interval",
-                    "eval_tokens", "save_at", "ckpt_every", "model", "ptq_bits", "init_from", "data",
-                    "final_eval_tokens", "eval_batch_tokens")
-
-# -----------------------------------------------------------------------------
+# =============================================================================
 # statistics: pure functions
 
 
@@ -70,6 +63,43 @@ def paired_z(a, b):
             z = math.copysign(math.inf, mean) if mean != 0 else math.nan
     return {"z": z, "mean_diff": mean, "n": n,
             "wins_a": int((a < b).sum()), "wins_b": int((b < a).sum())}
+
+
+def paired_acc(a, b):
+    """Paired comparison of accuracies over common seeds (a, b: {seed: value}): d = a - b, mean
+    difference, paired z (paired_z's statistic; positive: a is higher), seeds where a is higher / lower."""
+    seeds = sorted(s for s in set(a) & set(b) if a[s] is not None and b[s] is not None)
+    if not seeds:
+        return None
+    pz = paired_z([a[s] for s in seeds], [b[s] for s in seeds])
+    return {"n": pz["n"], "mean_diff": pz["mean_diff"], "z": pz["z"], "p": paired_p(pz["z"], pz["n"]),
+            "wins": pz["wins_b"], "losses": pz["wins_a"]}
+
+
+def paired_p(z, n):
+    """Two-sided p of the paired t test whose statistic is paired_z's z, on n - 1 dof (the sd of the
+    differences is estimated, never known); None below 2 seeds or for an undefined z."""
+    if n < 2 or z is None or math.isnan(z):
+        return None
+    return 0.0 if math.isinf(z) else float(2 * stats.t.sf(abs(z), n - 1))
+
+
+# The one rule for "better" in every study: the paired t test over matched seeds (paired_p) at
+# level BETTER_LEVEL, with at least MIN_SEEDS seeds; otherwise "not distinguishable", with the numbers.
+BETTER_LEVEL, MIN_SEEDS = 0.05, 3
+
+
+def distinguishable(p):
+    """A paired comparison (paired_acc) passes the rule for "better" / "worse" (sign: its mean_diff)."""
+    return p is not None and p["n"] >= MIN_SEEDS and p["p"] is not None and p["p"] < BETTER_LEVEL
+
+
+def seed_stats(per_seed):
+    """{seed: value} -> mean, sd (ddof 1; None below 2 seeds), n and the values, over the non-missing ones."""
+    v = {s: x for s, x in per_seed.items() if x is not None}
+    a = np.array(list(v.values()), dtype=float)
+    return {"mean": float(a.mean()) if a.size else None, "sd": sd1(a),
+            "n": int(a.size), "per_seed": v}
 
 
 def loglinear_fit(x, y):
@@ -106,20 +136,6 @@ def predict_interval(fit, x_new, level=0.95):
     return yhat, yhat - half, yhat + half
 
 
-def _design(X, y):
-    """[1, X] design matrix (X 1-D or 2-D) and y as float arrays."""
-    X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float).ravel()
-    X = X[:, None] if X.ndim == 1 else X
-    if len(X) != len(y):
-        raise ValueError(f"X has {len(X)} rows, y has {len(y)}")
-    return np.column_stack([np.ones(len(y)), X]), y
-
-
-def _ols(A, y):
-    # lstsq gives the minimum-norm solution, so a constant or duplicated axis does not crash
-    return np.linalg.lstsq(A, y, rcond=None)[0]
-
-
 def seed_noise_check(fit_pts, held_pts):
     """The law checked against the seed noise rather than the OLS residual sd, which has n - 2 degrees
     of freedom: with 3 fit sizes the 95% prediction interval uses t = 12.7 and covers almost anything.
@@ -142,6 +158,20 @@ def seed_noise_check(fit_pts, held_pts):
         held.append({"pred": float(x0 @ coef), "z": (pen - float(x0 @ coef)) / math.sqrt(sd ** 2 / k + float(x0 @ cov @ x0))})
     return {"alpha": float(coef[0]), "beta": float(coef[1]), "beta_se": math.sqrt(cov[1, 1]), "chi2": chi2,
             "dof": len(fit_pts) - 2, "p_lack_of_fit": float(stats.chi2.sf(chi2, len(fit_pts) - 2)), "held": held}
+
+
+def _design(X, y):
+    """[1, X] design matrix (X 1-D or 2-D) and y as float arrays."""
+    X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float).ravel()
+    X = X[:, None] if X.ndim == 1 else X
+    if len(X) != len(y):
+        raise ValueError(f"X has {len(X)} rows, y has {len(y)}")
+    return np.column_stack([np.ones(len(y)), X]), y
+
+
+def _ols(A, y):
+    # lstsq gives the minimum-norm solution, so a constant or duplicated axis does not crash
+    return np.linalg.lstsq(A, y, rcond=None)[0]
 
 
 def r2_in_sample(X, y):
@@ -242,26 +272,69 @@ def remove_one(Z, y, s2, dof, level=0.95):
         test.update(F=float(F), p=float(stats.f.sf(F, len(cells) - 1, dof)))
     return {"increments": out, "equal": test}
 
+def lack_of_fit_f(groups, fitted, n_coef=2):
+    """Lack of fit of a law against the replicate (seed) noise, the textbook F test. groups[i]: the
+    replicates (one value per seed) at the i-th of m x-values; fitted[i]: the law's value there.
+    MS_pe = sum of within-group squared deviations / (sum n_i - m), the pooled seed variance;
+    MS_lof = sum n_i (mean_i - fitted_i)^2 / (m - n_coef); F = MS_lof / MS_pe on (m - n_coef,
+    sum n_i - m) dof. Unlike a chi^2 that treats each group's sample sd as known, the seed variance
+    here is an estimate with its own dof. None without replicates or lack-of-fit dof."""
+    groups = [np.asarray(g, dtype=float) for g in groups]
+    m, n = len(groups), sum(len(g) for g in groups)
+    df1, df2 = m - n_coef, n - m
+    ss_pe = sum(float(((g - g.mean()) ** 2).sum()) for g in groups)
+    if df1 < 1 or df2 < 1 or ss_pe <= 0:
+        return None
+    ss_lof = sum(len(g) * (float(g.mean()) - yh) ** 2 for g, yh in zip(groups, fitted))
+    F = (ss_lof / df1) / (ss_pe / df2)
+    return {"F": F, "df1": df1, "df2": df2, "p": float(stats.f.sf(F, df1, df2)), "ms_lof": ss_lof / df1,
+            "ms_pe": ss_pe / df2}
 
-def feature_axes(model_config, pretrain_block, short_block):
-    """The four long-context-inhibiting features of arXiv 2608.10296 as 0/1; missing fields give 0."""
-    mc = model_config or {}
-    n_head, n_kv = num(mc.get("n_head")), num(mc.get("n_kv_head"))
-    return {
-        "qk_norm": int(mc.get("qk_norm") not in (None, "none", "", False)),  # layer- or head-wise
-        "gqa": int(n_head is not None and n_kv is not None and n_kv < n_head),
-        "swa": int((num(mc.get("window")) or 0) > 0),  # any sliding-window layer
-        "short_ctx": int(short_block is not None and pretrain_block == short_block),
-    }
+
+def dummies(labels):
+    """0/1 columns [n, levels - 1] of a factor (the first level, in sorted order, is the baseline)."""
+    levels = sorted(set(labels), key=str)
+    return np.array([[float(x == v) for v in levels[1:]] for x in labels]).reshape(len(labels), len(levels) - 1)
 
 
-def feature_count(model_config, pretrain_block, short_block):
-    """Count of inhibiting features (arXiv 2608.10296): QK-norm, GQA (n_kv_head < n_head), sliding
-    window (window > 0), pretraining block_size == the shorter of the sweep's two contexts."""
-    return sum(feature_axes(model_config, pretrain_block, short_block).values())
+def interaction_f(y, a, b, block):
+    """Two-way ANOVA of factors a and b with a blocking factor (matched seeds): the F test of the a x b
+    interaction, nested_f of y ~ a + b + block within y ~ a * b + block."""
+    A, B, S = dummies(a), dummies(b), dummies(block)
+    AB = np.column_stack([A[:, i] * B[:, j] for i in range(A.shape[1]) for j in range(B.shape[1])])
+    small = ols(np.column_stack([A, B, S]), y)
+    return nested_f(small, ols(np.column_stack([A, B, S, AB]), y))
 
-# -----------------------------------------------------------------------------
-# loading
+
+def loglinear_nd_fit(N, D, y, level=0.95):
+    """OLS of ln y = ln k + gamma_D ln D - gamma_N ln N (the QAT scaling law of Chen et al. 2025,
+    arXiv 2505.14302, at a fixed group size): the law delta = k D^gamma_D / N^gamma_N. None when the
+    design does not identify it (fewer than 4 points, or ln D and ln N collinear: D must vary at
+    fixed N). Returns k, gamma_N, gamma_D, n, r2 and what predict_nd needs."""
+    N, D, y = (np.asarray(v, dtype=float).ravel() for v in (N, D, y))
+    if y.size < 4 or not (np.all(y > 0) and np.all(N > 0) and np.all(D > 0)):
+        return None
+    if not any(len(set(D[N == n])) > 1 for n in set(N)):  # D ~ N (a fixed token budget per parameter):
+        return None                                       # collinear, however the floats round
+    X = np.column_stack([np.ones(y.size), np.log(D), -np.log(N)])
+    fit = ols(X[:, 1:], np.log(y), ["gamma_D", "gamma_N"], level)
+    c = {x["name"]: x["est"] for x in fit["coefs"]}
+    return {"k": math.exp(c["intercept"]), "gamma_N": c["gamma_N"], "gamma_D": c["gamma_D"], "n": int(y.size),
+            "r2": fit["r2"], "s": fit["s"], "dof": fit["dof"], "xtx_inv": np.linalg.pinv(X.T @ X).tolist()}
+
+
+def predict_nd(fit, N, D, level=0.95):
+    """The N-D law's prediction at (N, D) and its level prediction interval (the OLS formula in log
+    space, t on n - 3 dof, exponentiated): (pred, lo, hi); lo, hi None without residual dof."""
+    x0 = np.array([1.0, math.log(D), -math.log(N)])
+    yh = math.log(fit["k"]) + fit["gamma_D"] * x0[1] + fit["gamma_N"] * x0[2]
+    if fit["dof"] < 1 or not math.isfinite(fit["s"]):
+        return math.exp(yh), None, None
+    half = stats.t.ppf((1 + level) / 2, fit["dof"]) * fit["s"] * math.sqrt(1 + x0 @ np.array(fit["xtx_inv"]) @ x0)
+    return math.exp(yh), math.exp(yh - half), math.exp(yh + half)
+
+# =============================================================================
+# loading runs
 
 
 def warn(msg):
@@ -336,6 +409,22 @@ def num(x):
     return float(x) if math.isfinite(x) else None
 
 
+def dget(d, *keys):
+    """d[k1][k2]... or None when a level is missing or not a dict (eval.json is another program's output)."""
+    for k in keys:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(k)
+    return d
+
+
+def parse_int(s):
+    try:
+        return int(s)
+    except (TypeError, ValueError):
+        return math.inf
+
+
 def parse_size(s):
     """'15M' -> 1.5e7, '350K' -> 3.5e5; inf when unknown. Sort key when params are missing."""
     try:
@@ -349,6 +438,21 @@ def size_label(config):
     so that differently shaped models under one preset name are never averaged together."""
     over = [f"{k}={config[k]}" for k in ("n_layer", "n_embd", "n_head") if num(config.get(k))]
     return config["size"] + (f"[{','.join(over)}]" if over else "")
+
+
+# config keys that split runs into separate studies (probes: AdamW, cosine, longer training, late QAT,
+# clip rule) so that the QAT tables never average across them. A key splits only where it varies
+# within one size. The training length is compared as "budget": a run's tokens over the most common
+# token count of its size (x1 for the grid, x3 / x9 for the longer-training probe), because token
+# budgets scale with model size by design and must not split the sizes of one law apart.
+# These come first in a variant's name; every other config key (and model flag, as model.<flag>)
+# that varies within one size splits too, except the grid's own axes and bookkeeping below.
+VARIANT_KEYS = ("optimizer", "schedule", "budget", "block_size", "clip", "qat_start")
+AXIS_KEYS = ("bits", "lr", "warmdown", "seed", "size", "n_layer", "n_embd", "n_head", "iters", "tokens")
+BOOKKEEPING_KEYS = ("out_dir", "quiet", "resume", "overwrite", "device", "compile", "dist_timeout", "cache_dir",
+                    "eval_interval",
+                    "eval_tokens", "save_at", "ckpt_every", "model", "ptq_bits", "init_from", "data",
+                    "final_eval_tokens", "eval_batch_tokens")
 
 
 def variant_fields(config):
@@ -368,6 +472,87 @@ def run_kind(run):
     if run.get("lineage") is not None:
         return "extension"
     return "lm"
+
+
+def parent_run(run, runs):
+    """The run an extension came from (lineage.parent: its folder), or None."""
+    lin = run.get("lineage")
+    parent = lin.get("parent") if isinstance(lin, dict) else None
+    if not isinstance(parent, str) or not parent:
+        return None
+    real = os.path.realpath(parent)
+    for r in runs:  # the same folder, else the same folder name (analysed from another working directory)
+        if "_real" not in r:  # resolved once per run: lineage chains look parents up many times
+            r["_real"] = os.path.realpath(r.get("_dir", ""))
+        if r is not run and r["_real"] == real:
+            return r
+    named = [r for r in runs if r is not run and os.path.basename(os.path.normpath(r.get("_dir", ""))) ==
+             os.path.basename(os.path.normpath(parent))]
+    return named[0] if len(named) == 1 else None
+
+
+def lineage_root(run, runs):
+    """(the pretraining run an extension descends from, the checkpoint of it that was extended)."""
+    r, ckpt, seen = run, "final", set()
+    while r is not None and run_kind(r) == "extension" and id(r) not in seen:
+        seen.add(id(r))
+        ckpt = str(dget(r, "lineage", "parent_ckpt") or "final")
+        r = parent_run(r, runs)
+    return r, ckpt
+
+
+def pretrain_block(run):
+    """Pretraining context: model_config.rope_original_len when set (an extended run keeps its
+    pretraining L there), else config.block_size."""
+    for b in (num(run["model_config"].get("rope_original_len")), num(run["config"].get("block_size"))):
+        if b:
+            return int(b)
+    return None
+
+# =============================================================================
+# markdown and plot helpers
+
+
+def f(x, spec=".4g"):
+    """A number for a table: '-' when missing or NaN."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    return format(x, spec) if isinstance(x, float) else str(x)
+
+
+def table(head, rows):
+    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+def vtag(variant):
+    return f"[{variant}] " if variant else ""
+
+
+def ci(x, lo, hi, spec="+.3f"):
+    return f"{f(x, spec)} [{f(lo, spec)}, {f(hi, spec)}]"
+
+
+def pm(st, spec=".3f"):
+    """'mean ± sd' of a seed_stats dict ('-' when missing)."""
+    if not st or st.get("mean") is None:
+        return "-"
+    return f(st["mean"], spec) + (f" ± {f(st['sd'], '.2f')}" if st.get("sd") is not None else "")
+
+
+def paired_cell(p):
+    """A paired comparison (paired_acc) as 'Δ (z, seeds higher/lower)' for a table; '-' when missing."""
+    return f"{p['mean_diff']:+.3f} (z {f(p['z'], '+.1f')}, {p['wins']}/{p['losses']})" if p else "-"
+
+
+def figures(n, width, height=3.5):
+    """A row of n panels (matplotlib Agg, imported only when a plot is drawn)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt.subplots(1, n, figsize=(width * n, height), squeeze=False)
+
+# =============================================================================
+# study: qat (sweep.sh qat and qat-probes) -- the QAT schedule grid, the penalty law, the grid distance
 
 
 def records(runs):
@@ -408,7 +593,7 @@ def records(runs):
         seen.add(key)
         n = num(r["params"].get("non_embedding"))
         recs.append(dict(zip(("variant", "bits", "size", "lr", "warmdown", "seed"), key), loss=loss,
-                         N=n if n and n > 0 else None, gd=r.get("grid_distance")))
+                         N=n if n and n > 0 else None, D=num(r.get("tokens")), gd=r.get("grid_distance")))
     if dups:
         warn(f"{len(dups)} runs repeat a (bits, size, lr, warmdown, seed) already seen and are ignored, "
              f"e.g. {dups[0]}")
@@ -439,9 +624,6 @@ def size_order(recs):
     for x in recs:
         ns[x["size"]].append(x["N"] if x["N"] is not None else parse_size(x["size"]))
     return {s: (float(np.mean(v)), s) for s, v in ns.items()}
-
-# -----------------------------------------------------------------------------
-# reports: each returns a JSON-able dict, rendered to markdown below
 
 
 def warmdown_rows(by_wd):
@@ -476,7 +658,7 @@ def qat_report(recs, order):
     lrs = defaultdict(dict)  # (variant, bits, size) -> lr -> warmdown -> seed -> loss
     for (v, b, s, lr), by_wd in cells.items():
         lrs[(v, b, s)][lr] = by_wd
-    verdict = []
+    verdict, at_best = [], {}
     for key in sorted(lrs, key=lambda k: (k[0], order[k[2]], -k[1])):
         by_lr = lrs[key]
         wds = sorted({w for by_wd in by_lr.values() for w in by_wd})
@@ -489,12 +671,62 @@ def qat_report(recs, order):
             r["lr"] = best_lr[r["warmdown"]]
         verdict.append(dict(zip(("variant", "bits", "size"), key), best_warmdown=best, best_lr=best_lr[best],
                             lrs=sorted(by_lr), warmdowns=rows))
+        at_best[key] = {w: by_lr[best_lr[w]][w] for w in wds}
     fp16 = {(c["variant"], c["size"]): c["best_warmdown"] for c in verdict if c["bits"] == 16}
     for c in verdict:
         c["fp16_best_warmdown"] = fp16.get((c["variant"], c["size"]))
         c["same_as_fp16"] = None if c["fp16_best_warmdown"] is None else c["best_warmdown"] == c["fp16_best_warmdown"]
-    return {"cells": out, "verdict": verdict,
+    return {"cells": out, "verdict": verdict, "interaction": interaction_rows(at_best, order), "int4_transition": int4_transition(at_best, order),
             "lr_rule": "verdict: each warmdown at its own best LR (mean over seeds), then the best warmdown"}
+
+
+def interaction_rows(at_best, order):
+    """Per (variant, size, bits b < 16): the two-way bit-width x warmdown ANOVA of FP16 and INT-b, each
+    warmdown at its own best LR, over the seeds every one of those cells has (seed as a block): the
+    interaction F tests whether the warmdown effect differs between the bit-widths (the QAT seed's
+    null: it does not). at_best: (variant, bits, size) -> warmdown -> seed -> loss."""
+    rows = []
+    for (v, b, s) in sorted(at_best, key=lambda k: (k[0], order[k[2]], -k[1])):
+        fp = at_best.get((v, 16, s))
+        if b == 16 or fp is None:
+            continue
+        wds = sorted(set(fp) & set(at_best[(v, b, s)]))
+        groups = [fp, at_best[(v, b, s)]]
+        seeds = sorted(set.intersection(*(set(g[w]) for g in groups for w in wds))) if wds else []
+        if len(wds) < 2 or len(seeds) < 2:
+            continue
+        y, bits, wd, blk = zip(*[(g[w][sd], bb, w, sd) for g, bb in zip(groups, (16, b)) for w in wds for sd in seeds])
+        t = interaction_f(np.array(y), bits, wd, blk)
+        rows.append({"variant": v, "size": s, "bits": b, "warmdowns": wds, "n_seeds": len(seeds),
+                     "F": t["F"], "df1": t["df1"], "df2": t["df2"], "p": t["p"]})
+    return rows
+
+
+def int4_transition(at_best, order, z_min=3.0):
+    """The QAT seed's INT4 transition (wd 0.33 decisive from 50M, noise below): per variant and size,
+    INT4 at wd 0.33 against wd 0.1 (each at its best LR), paired over seeds: z > 0 when 0.33 has the
+    lower loss, wins = seeds where it does; decisive when z >= z_min. from_size: the smallest size
+    from which every larger INT4 size is decisive (null when the largest is not). None without INT4."""
+    out = []
+    for v in sorted({k[0] for k in at_best if k[1] == 4}):
+        rows = []
+        for s in sorted((k[2] for k in at_best if k[:2] == (v, 4)), key=order.get):
+            c = at_best[(v, 4, s)]
+            if 0.1 not in c or 0.33 not in c:
+                continue
+            seeds = sorted(set(c[0.1]) & set(c[0.33]))
+            pz = paired_z([c[0.1][sd] for sd in seeds], [c[0.33][sd] for sd in seeds])
+            z = None if math.isnan(pz["z"]) else pz["z"]
+            rows.append({"size": s, "n": pz["n"], "mean_diff": pz["mean_diff"], "z": z, "wins": pz["wins_b"],
+                         "decisive": z is not None and z >= z_min})
+        start = None
+        for r in reversed(rows):
+            if not r["decisive"]:
+                break
+            start = r["size"]
+        if rows:
+            out.append({"variant": v, "z_min": z_min, "rows": rows, "from_size": start})
+    return out or None
 
 
 def default_fit_sizes(sizes):
@@ -511,13 +743,9 @@ def penalty_report(recs, order, fit_sizes=None, level=0.95, ref_lr=1.0, ref_warm
     interval and coverage at every other size."""
     at_ref = [x for x in recs if x["lr"] == ref_lr and abs(x["warmdown"] - ref_warmdown) < 1e-9]
     base = {(x["variant"], x["size"], x["seed"]): x["loss"] for x in at_ref if x["bits"] == 16}
-    pens, ns = defaultdict(list), defaultdict(list)
-    for x in at_ref:
-        k = (x["variant"], x["size"], x["seed"])
-        if x["bits"] != 16 and k in base:
-            pens[(x["variant"], x["bits"], x["size"])].append(x["loss"] - base[k])
-            if x["N"] is not None:
-                ns[(x["variant"], x["bits"], x["size"])].append(x["N"])
+    by_seed, nd = per_seed_penalties(at_ref, base)
+    pens = {k: list(v.values()) for k, v in by_seed.items()}
+    ns = {k: [n for n, _ in v if n is not None] for k, v in nd.items()}
     out = []
     for v, b in sorted({(v, b) for v, b, _ in pens}, key=lambda t: (t[0], -t[1])):
         sizes = sorted((s for vv, bb, s in pens if (vv, bb) == (v, b)), key=order.get)
@@ -542,6 +770,8 @@ def penalty_report(recs, order, fit_sizes=None, level=0.95, ref_lr=1.0, ref_warm
                 for s, yh, l, h in zip(held, yhat, lo, hi):
                     rows[s].update(pred=float(yh), lo=float(l), hi=float(h), inside=bool(l <= rows[s]["penalty"] <= h))
                 g["coverage"] = f"{sum(rows[s]['inside'] for s in held)}/{len(held)}"
+            g["lack_of_fit"] = lack_of_fit_f([pens[(v, b, s)] for s in fit_set],
+                                             [fit["alpha"] + fit["beta"] * math.log(rows[s]["n_params"]) for s in fit_set])
             pt = lambda s: (rows[s]["n_params"], rows[s]["penalty"], rows[s]["sd"], rows[s]["n"])
             g["seed_check"] = seed_noise_check([pt(s) for s in fit_set], [pt(s) for s in held])
             for s, h in zip(held, (g["seed_check"] or {}).get("held", [])):
@@ -549,7 +779,104 @@ def penalty_report(recs, order, fit_sizes=None, level=0.95, ref_lr=1.0, ref_warm
             g["held_out"] = [{k: rows[s].get(k) for k in ("size", "n_params", "penalty", "pred", "lo", "hi", "inside", "z_seed")}
                              for s in held]
         out.append(g)
-    return {"level": level, "ref_lr": ref_lr, "ref_warmdown": ref_warmdown, "laws": out}
+    return {"level": level, "ref_lr": ref_lr, "ref_warmdown": ref_warmdown, "laws": out,
+            "laws_nd": nd_laws(at_ref, base, order, out, level),
+            "variant_contrasts": variant_contrasts(at_ref, base, order)}
+
+
+def without_budget(variant):
+    """A variant's name without its budget (training-length) part: the runs one N-D law is fitted on."""
+    return ",".join(p for p in variant.split(",") if p and not p.startswith("budget="))
+
+
+def budget_of(variant):
+    """The budget part of a variant's name ('x3': 3x the grid's tokens at that size); 'x1' when absent."""
+    return next((p[len("budget="):] for p in variant.split(",") if p.startswith("budget=")), "x1")
+
+
+def per_seed_penalties(at_ref, base):
+    """(variant, bits, size) -> {seed: L_b - L_16} at the reference cell, and -> mean (N, D)."""
+    pens, nd = defaultdict(dict), defaultdict(list)
+    for x in at_ref:
+        k = (x["variant"], x["size"], x["seed"])
+        if x["bits"] != 16 and k in base:
+            pens[(x["variant"], x["bits"], x["size"])][x["seed"]] = x["loss"] - base[k]
+            nd[(x["variant"], x["bits"], x["size"])].append((x["N"], x["D"]))
+    return pens, nd
+
+
+def nd_laws(at_ref, base, order, n_laws, level=0.95):
+    """The QAT law in size and tokens, delta(N, D) = k D^gamma_D / N^gamma_N (Chen et al. 2025, arXiv
+    2505.14302), beside the log-linear law in N: per (variant without its budget, bits), fitted by
+    OLS in log space on the mean penalties of the fit sizes of the N law at every training length
+    (the grid and the longer-training runs); tested at the held-out sizes, with level prediction
+    intervals (predict_nd). For each held-out size and each longer-training cell the N law's
+    prediction (the same at any D) stands beside it: `in_nd_fit` marks the longer-training cells,
+    which the N-D law was fitted on (it is only tested out of sample at the held-out sizes)."""
+    pens, nd = per_seed_penalties(at_ref, base)
+    out = []
+    for v0, b in sorted({(without_budget(v), b) for v, b, _ in pens}, key=lambda t: (t[0], -t[1])):
+        keys = [k for k in pens if without_budget(k[0]) == v0 and k[1] == b]
+        nlaw = next((g for g in n_laws if g["bits"] == b and g["fit"] and without_budget(g["variant"]) == v0
+                     and budget_of(g["variant"]) == "x1"), None)
+        fit_sizes = set(nlaw["fit_sizes"]) if nlaw else set()
+        cells = []
+        for k in sorted(keys, key=lambda k: (order[k[2]], k[0])):
+            ns, ds = zip(*nd[k])
+            if None in ns or None in ds:
+                continue
+            per = list(pens[k].values())
+            cells.append({"size": k[2], "budget": budget_of(k[0]),
+                          "tokens": float(np.mean(ds)), "n_params": float(np.mean(ns)), "penalty": float(np.mean(per)),
+                          "sd": sd1(per), "n": len(per), "role": "fit" if k[2] in fit_sizes else "held-out"})
+        fit_cells = [c for c in cells if c["role"] == "fit" and c["penalty"] > 0]
+        g = {"variant": v0, "bits": b, "k": None, "gamma_N": None, "gamma_D": None, "n": len(fit_cells), "r2": None,
+             "n_nonpositive": sum(c["role"] == "fit" and c["penalty"] <= 0 for c in cells), "held_out": [],
+             "coverage": None, "cells": cells}
+        fit = loglinear_nd_fit([c["n_params"] for c in fit_cells], [c["tokens"] for c in fit_cells],
+                               [c["penalty"] for c in fit_cells], level) if fit_cells else None
+        if fit is None:
+            g["message"] = ("the law in N and D is not identified by these runs: it needs >= 4 positive fit penalties "
+                            "with D varying at fixed N")
+        else:
+            g.update({k: fit[k] for k in ("k", "gamma_N", "gamma_D", "r2")}, s=fit["s"], dof=fit["dof"])
+        for c in cells:
+            if fit:
+                c["pred_nd"], c["lo_nd"], c["hi_nd"] = predict_nd(fit, c["n_params"], c["tokens"], level)
+                c["inside_nd"] = None if c["lo_nd"] is None else bool(c["lo_nd"] <= c["penalty"] <= c["hi_nd"])
+            if nlaw:
+                yh, lo, hi = (float(a[0]) for a in predict_interval(nlaw["fit"], [c["n_params"]], level))
+                c.update(pred_n=yh, lo_n=lo, hi_n=hi, inside_n=bool(lo <= c["penalty"] <= hi))
+            c["in_nd_fit"] = c["role"] == "fit"
+        g["held_out"] = [c for c in cells if c["role"] == "held-out" or c["budget"] != "x1"]
+        tested = [c for c in cells if c["role"] == "held-out" and c.get("inside_nd") is not None]
+        g["coverage"] = f"{sum(c['inside_nd'] for c in tested)}/{len(tested)}" if tested else None
+        g["error"] = {law: {part: float(np.mean([abs(c["penalty"] - c[f"pred_{law}"]) for c in cs])) if cs else None
+                            for part, cs in (("held_out_sizes", [c for c in cells if c["role"] == "held-out" and f"pred_{law}" in c]),
+                                             ("longer_training", [c for c in cells if c["budget"] != "x1" and f"pred_{law}" in c]))}
+                      for law in ("n", "nd")}
+        out.append(g)
+    return out
+
+
+def variant_contrasts(at_ref, base, order):
+    """Each probe's penalty against the grid's at the same size and bits (the grid: the variant with
+    the most penalty cells), paired over seeds: the paired t test of the one rule for "better"."""
+    pens, _ = per_seed_penalties(at_ref, base)
+    count = defaultdict(int)
+    for v, _, _ in pens:
+        count[v] += 1
+    if len(count) < 2:
+        return []
+    grid = max(sorted(count), key=count.get)
+    rows = []
+    for (v, b, s) in sorted(pens, key=lambda k: (k[0], -k[1], order[k[2]])):
+        if v != grid and (grid, b, s) in pens:
+            p = paired_acc(pens[(v, b, s)], pens[(grid, b, s)])
+            rows.append({"variant": v, "against": grid, "bits": b, "size": s, **p,
+                         "verdict": ("smaller" if p["mean_diff"] < 0 else "larger") if distinguishable(p)
+                         else "not distinguishable"})
+    return rows
 
 
 def grid_report(recs, order):
@@ -577,30 +904,177 @@ def grid_report(recs, order):
     return {"rows": rows}
 
 
-def pretrain_block(run):
-    """Pretraining context: model_config.rope_original_len when set (an extended run keeps its
-    pretraining L there), else config.block_size."""
-    for b in (num(run["model_config"].get("rope_original_len")), num(run["config"].get("block_size"))):
-        if b:
-            return int(b)
-    return None
+def qat_study(runs, args):
+    """The three QAT sections over the runs' QAT-grid records (records)."""
+    recs, _ = records(runs)
+    order = size_order(recs)
+    fit_sizes = [s.strip() for s in args.fit_sizes.split(",") if s.strip()] if args.fit_sizes else None
+    unknown = set(fit_sizes or []) - set(order)
+    if unknown:
+        raise UserError(f"--fit_sizes names sizes with no QAT-grid runs: {', '.join(sorted(unknown))} "
+                        f"(sizes present: {', '.join(sorted(order, key=order.get)) or 'none'})")
+    return {"qat": qat_report(recs, order),
+            "penalty_law": penalty_report(recs, order, fit_sizes, args.level, args.ref_lr, args.ref_warmdown),
+            "grid_distance": grid_report(recs, order)}
 
 
-def parent_run(run, runs):
-    """The run an extension came from (lineage.parent: its folder), or None."""
-    lin = run.get("lineage")
-    parent = lin.get("parent") if isinstance(lin, dict) else None
-    if not isinstance(parent, str) or not parent:
-        return None
-    real = os.path.realpath(parent)
-    for r in runs:  # the same folder, else the same folder name (analysed from another working directory)
-        if "_real" not in r:  # resolved once per run: lineage chains look parents up many times
-            r["_real"] = os.path.realpath(r.get("_dir", ""))
-        if r is not run and r["_real"] == real:
-            return r
-    named = [r for r in runs if r is not run and os.path.basename(os.path.normpath(r.get("_dir", ""))) ==
-             os.path.basename(os.path.normpath(parent))]
-    return named[0] if len(named) == 1 else None
+def qat_md(q):
+    L = ["## 1. QAT schedule grid", "",
+         "Deployed metrics.val_loss, mean ± sd over seeds. z: paired z of (warmdown - best) over matched seeds"
+         " (positive: the best warmdown has the lower loss); best wins: seeds where the best is lower.", "",
+         f"**Verdict per (bits, size)** ({q['lr_rule']}):", ""]
+    inter = {(r["variant"], r["size"], r["bits"]): r for r in q["interaction"]}
+    L += table(["variant", "bits", "size", "best warmdown (at LR)", "FP16 best", "same as FP16",
+                "other warmdowns: Δ, z, best wins", "bits x warmdown interaction vs FP16"],
+               [[c["variant"] or "-", str(c["bits"]), c["size"], f"{f(c['best_warmdown'])} ({f(c['best_lr'])})",
+                 f(c["fp16_best_warmdown"]), {True: "yes", False: "NO", None: "-"}[c["same_as_fp16"]],
+                 "; ".join(f"{f(r['warmdown'])}: {r['delta']:+.4f}, z {f(r['z'], '+.1f')}, {r['best_wins']}/{r['n_paired']}"
+                           for r in c["warmdowns"] if r["z"] is not None),
+                 (lambda t: f"F={f(t['F'], '.2f')} ({t['df1']}, {t['df2']}), p={f(t['p'], '.2g')}" if t else "-")(
+                     inter.get((c["variant"], c["size"], c["bits"])))]
+                for c in q["verdict"]]) + [""]
+    L += ["The interaction column is the QAT seed's null put as a test: a two-way ANOVA of FP16 and this bit-width "
+          "over warmdowns (each at its best LR), seeds as blocks; a small p says the warmdown effect differs "
+          "between the two bit-widths. \"Same as FP16\" only compares the argmins.", ""]
+    for t in q["int4_transition"] or []:
+        L += [f"**INT4 transition** {vtag(t['variant'])}(wd 0.33 against wd 0.1, paired over seeds; z > 0: 0.33 lower; "
+              f"decisive: z >= {f(t['z_min'])}): " + "; ".join(
+                  f"{r['size']} z {f(r['z'], '+.1f')} ({r['wins']}/{r['n']})" for r in t["rows"]) +
+              f". Decisive at every size from: **{t['from_size'] or 'none'}**.", ""]
+    L += ["Per (bits, size, LR) cell:", ""]
+    L += table(["variant", "bits", "size", "lr", "best", "val_loss by warmdown (mean ± sd, n; z)"],
+               [[c["variant"] or "-", str(c["bits"]), c["size"], f(c["lr"]), f(c["best_warmdown"]),
+                 "; ".join(f"{f(r['warmdown'])}: {r['mean']:.4f} ± {f(r['sd'], '.2g')} (n={r['n']}"
+                           + (f", z {f(r['z'], '+.1f')})" if r["z"] is not None else ")") for r in c["warmdowns"])]
+                for c in q["cells"]]) + [""]
+    return L
+
+
+def penalty_md(p):
+    L = ["## 2. Quantisation penalty law P_b(N) = L_b(N) - L_16(N) = alpha + beta ln N", "",
+         f"P at the reference cell lr={f(p['ref_lr'])}, warmdown={f(p['ref_warmdown'])}, paired on seed and averaged;"
+         f" N = params.non_embedding; {p['level']:.0%} prediction intervals at the held-out sizes.", ""]
+    for g in p["laws"]:
+        L += [f"**{vtag(g['variant'])}INT{g['bits']}**", ""]
+        L += table(["size", "N", "P mean", "sd", "seeds", "role", f"{p['level']:.0%} PI", "inside"],
+                   [[r["size"], f(r["n_params"], ".3g"), f"{r['penalty']:+.4f}", f(r["sd"], ".2g"), str(r["n"]),
+                     r["role"], f"[{r['lo']:+.4f}, {r['hi']:+.4f}]" if "lo" in r else "-",
+                     ("yes" if r["inside"] else "NO") if "inside" in r else "-"] for r in g["sizes"]]) + [""]
+        if g["fit"]:
+            ft = g["fit"]
+            L += [f"Fit on {', '.join(g['fit_sizes'])}: alpha={ft['alpha']:.4g}, beta={ft['beta']:.4g}, s={ft['s']:.3g},"
+                  f" R^2={f(ft['r2'], '.3f')}. " + (f"Held-out coverage {g['coverage']}." if g["coverage"]
+                                                   else "No held-out sizes.")]
+            lf = g.get("lack_of_fit")
+            if lf:
+                L += ["", f"Lack of fit against the pooled seed variance (F test): F={lf['F']:.2f} on ({lf['df1']}, "
+                          f"{lf['df2']}) dof, p={lf['p']:.2g}."]
+            sc = g.get("seed_check")
+            if sc:
+                zs = ", ".join(f"{h['size']} z={h['z_seed']:+.1f}" for h in g["held_out"] if h.get("z_seed") is not None)
+                L += ["", f"Treating each size's seed sd as known (weighted by sd/sqrt(seeds); overstates, the F test above "
+                          f"does not): beta={sc['beta']:.4g} ± {sc['beta_se']:.2g}, chi^2={sc['chi2']:.2f} on {sc['dof']} "
+                          f"dof (p={sc['p_lack_of_fit']:.2g})" + (f"; held-out {zs}." if zs else ".")]
+        else:
+            L += [f"_{g['message']}._"]
+        L += [""]
+    return L + nd_md(p) + contrasts_md(p)
+
+
+def nd_md(p):
+    """The two laws side by side: the N law (alpha + beta ln N) and the N-D law (k D^gamma_D / N^gamma_N)."""
+    L = ["### The law in size and tokens beside the law in size", "",
+         "delta(N, D) = k D^gamma_D / N^gamma_N (arXiv 2505.14302), OLS in log space on the fit sizes at every "
+         f"training length; {p['level']:.0%} prediction intervals (log space, t on n - 3 dof). Beside it the N law "
+         "(the same at any D). Cells marked 'in fit' were fitted by the N-D law, not tested.", ""]
+    for g in p.get("laws_nd") or []:
+        if g["k"] is None and not any("pred_n" in c for c in g["held_out"]):
+            continue  # neither law was fitted for this group (a probe at one size): nothing to put side by side
+        L += [f"**{vtag(g['variant'])}INT{g['bits']}**: " + (
+            f"k={g['k']:.3g}, gamma_N={g['gamma_N']:+.3f}, gamma_D={g['gamma_D']:+.3f}, R^2={f(g['r2'], '.3f')} on "
+            f"{g['n']} cells; held-out coverage {g['coverage'] or '-'}." if g["k"] is not None else f"_{g['message']}._"), ""]
+        if g["held_out"]:
+            pi = lambda c, law: (f"{c[f'pred_{law}']:+.4f} [{f(c[f'lo_{law}'], '+.4f')}, {f(c[f'hi_{law}'], '+.4f')}]"
+                                 + ("" if c.get(f"inside_{law}") is None else " ok" if c[f"inside_{law}"] else " **out**")
+                                 if f"pred_{law}" in c else "-")
+            L += table(["size", "budget", "N", "D", "P (mean ± sd)", "N law", "N-D law"],
+                       [[c["size"], c["budget"], f(c["n_params"], ".3g"), f(c["tokens"], ".3g"),
+                         f"{c['penalty']:+.4f} ± {f(c['sd'], '.2g')}", pi(c, "n"),
+                         pi(c, "nd") + (" (in fit)" if c["in_nd_fit"] else "")] for c in g["held_out"]]) + [""]
+            e = g["error"]
+            L += ["Mean |error|: held-out sizes N law " + f(e["n"]["held_out_sizes"], ".4f") + ", N-D law "
+                  + f(e["nd"]["held_out_sizes"], ".4f") + "; longer training N law " + f(e["n"]["longer_training"], ".4f")
+                  + ", N-D law " + f(e["nd"]["longer_training"], ".4f") + " (in fit).", ""]
+    return L
+
+
+def contrasts_md(p):
+    rows = p.get("variant_contrasts") or []
+    if not rows:
+        return []
+    return (["### Probes against the grid: the penalty, paired over seeds", "",
+             f"d = the probe's penalty - the grid's ({rows[0]['against'] or 'grid'}) at the same size and bits; "
+             f"smaller / larger: paired t test p < {f(BETTER_LEVEL)} over >= {MIN_SEEDS} seeds.", ""] +
+            table(["probe", "bits", "size", "Δ penalty", "t", "p", "seeds", "verdict"],
+                  [[r["variant"], str(r["bits"]), r["size"], f"{r['mean_diff']:+.4f}", f(r["z"], "+.2f"),
+                    f(r["p"], ".2g"), str(r["n"]), r["verdict"]] for r in rows]) + [""])
+
+
+def grid_md(g):
+    L = ["## 3. Weight-to-grid distance", "",
+         "Mean |w/s - round(w/s)| on the grid_bits grid (0.25 = uniform, 0 = snapped); ratio = QAT / FP16"
+         " over matched seeds.", ""]
+    return L + table(["grid_bits", "entry", "size", "lr", "warmdown", "bits", "d", "d FP16", "ratio", "seeds"],
+                     [[str(r["grid_bits"]), vtag(r["variant"]) + r["key"], r["size"],
+                       f(r["lr"]), f(r["warmdown"]), str(r["bits"]), f(r["d_qat"]), f(r["d_fp16"]),
+                       f(r["ratio"]), str(r["n"])] for r in g["rows"]]) + [""]
+
+
+def qat_markdown(rep):
+    return ((qat_md(rep["qat"]) if rep["qat"]["cells"] else no_data("qat")) +
+            (penalty_md(rep["penalty_law"]) if rep["penalty_law"]["laws"] else no_data("penalty_law")) +
+            (grid_md(rep["grid_distance"]) if rep["grid_distance"]["rows"] else no_data("grid_distance")))
+
+
+def qat_plots(rep):
+    """qat_warmdown.png: loss vs warmdown per bit-width, each warmdown at its best LR, seed sd as bars;
+    penalty_vs_size.png: the penalty by size with the fitted law and its prediction band."""
+    out = []
+    q, p = rep["qat"], rep["penalty_law"]
+    if q["verdict"]:
+        variants = list(dict.fromkeys((c["variant"], c["size"]) for c in q["verdict"]))
+        fig, axs = figures(len(variants), 3.6, 3.4)
+        for ax, (v, s) in zip(axs[0], variants):
+            for c in (c for c in q["verdict"] if (c["variant"], c["size"]) == (v, s)):
+                ax.errorbar([r["warmdown"] for r in c["warmdowns"]], [r["mean"] for r in c["warmdowns"]],
+                            yerr=[r["sd"] or 0 for r in c["warmdowns"]], marker="o", capsize=2,
+                            label="FP16" if c["bits"] == 16 else f"INT{c['bits']}")
+            ax.set(title=vtag(v) + f"size {s}", xlabel="warmdown fraction", ylabel="val_loss (best LR)")
+            ax.legend(fontsize=6)
+        out.append(("qat_warmdown.png", fig))
+    if p["laws"]:
+        fig, axs = figures(1, 5.5, 3.8)
+        ax = axs[0][0]
+        for i, g in enumerate(p["laws"]):
+            c, rows = f"C{i % 10}", [r for r in g["sizes"] if r["n_params"] is not None]
+            for role, mfc in (("fit", c), ("held-out", "none")):  # held-out sizes drawn open
+                pts = [r for r in rows if r["role"] == role]
+                ax.errorbar([r["n_params"] for r in pts], [r["penalty"] for r in pts], yerr=[r["sd"] or 0 for r in pts],
+                            fmt="o", color=c, mfc=mfc, capsize=2,
+                            label=vtag(g["variant"]) + f"INT{g['bits']}" if role == "fit" else None)
+            if g["fit"] and rows:
+                xs = np.geomspace(min(r["n_params"] for r in rows), max(r["n_params"] for r in rows), 100)
+                yh, lo, hi = predict_interval(g["fit"], xs, p["level"])
+                ax.plot(xs, yh, color=c)
+                ax.fill_between(xs, lo, hi, color=c, alpha=0.15)
+        ax.set(xscale="log", xlabel="non-embedding params N", ylabel="penalty L_b - L_16",
+               title=f"penalty vs size, {p['level']:.0%} PI (open: held out)")
+        ax.legend(fontsize=7)
+        out.append(("penalty_vs_size.png", fig))
+    return out
+
+# =============================================================================
+# study: longctx -- inhibiting features vs context extension (arXiv 2608.10296)
 
 
 FEATURES = ("qk_norm", "gqa", "swa", "short_ctx")
@@ -613,14 +1087,22 @@ OUTCOMES = {  # name -> (what, higher is better)
 PREDICTORS = ("train_loss_smooth", "val_loss", "pre", "sink_rate", "sink_strength")
 
 
-def lineage_root(run, runs):
-    """(the pretraining run an extension descends from, the checkpoint of it that was extended)."""
-    r, ckpt, seen = run, "final", set()
-    while r is not None and run_kind(r) == "extension" and id(r) not in seen:
-        seen.add(id(r))
-        ckpt = str(dget(r, "lineage", "parent_ckpt") or "final")
-        r = parent_run(r, runs)
-    return r, ckpt
+def feature_axes(model_config, pretrain_block, short_block):
+    """The four long-context-inhibiting features of arXiv 2608.10296 as 0/1; missing fields give 0."""
+    mc = model_config or {}
+    n_head, n_kv = num(mc.get("n_head")), num(mc.get("n_kv_head"))
+    return {
+        "qk_norm": int(mc.get("qk_norm") not in (None, "none", "", False)),  # layer- or head-wise
+        "gqa": int(n_head is not None and n_kv is not None and n_kv < n_head),
+        "swa": int((num(mc.get("window")) or 0) > 0),  # any sliding-window layer
+        "short_ctx": int(short_block is not None and pretrain_block == short_block),
+    }
+
+
+def feature_count(model_config, pretrain_block, short_block):
+    """Count of inhibiting features (arXiv 2608.10296): QK-norm, GQA (n_kv_head < n_head), sliding
+    window (window > 0), pretraining block_size == the shorter of the sweep's two contexts."""
+    return sum(feature_axes(model_config, pretrain_block, short_block).values())
 
 
 def recipe(run):
@@ -804,6 +1286,98 @@ def longctx_report(runs):
             "recipes": {r: finals.count(r) for r in sorted(set(finals))}, "runs": rows, "outcomes": out}
 
 
+def longctx_md(lc):
+    if not (lc and lc["outcomes"]):
+        return no_data("longctx")
+    L = ["## 4. Long-context extensibility vs inhibiting features (arXiv 2608.10296)", "",
+         f"Pretraining contexts {lc['contexts']}; short context = {lc['short_block'] or 'n/a (need two contexts)'}. "
+         f"Main recipe: {lc['main_recipe']} ({lc['recipes'].get(lc['main_recipe'], len(lc['runs']))} runs); "
+         f"recipes: {', '.join(f'{r} ({n})' for r, n in lc['recipes'].items()) or '-'}. Features: "
+         f"{', '.join(FEATURES)} (1 = present). Effects are in the outcome's units, 95% confidence intervals in "
+         f"brackets; init sd = pooled sd over seeds within a cell.", ""]
+    outs = lc["outcomes"]
+    if outs:
+        first = next(iter(outs.values()))
+        L += table(["cell " + "/".join(FEATURES), "count", "n"] + list(outs),
+                   [[c["cell"], str(c["count"]), str(c["n"])] +
+                    [f"{f(cm['mean'], '.4f')} ± {f(cm['sd'], '.3f')}" for cm in
+                     (next((x for x in o["cells"] if x["cell"] == c["cell"]), {"mean": None, "sd": None})
+                      for o in outs.values())] for c in first["cells"]]) + [""]
+    for key, o in outs.items():
+        sv = o["seed_variance"]
+        L += [f"### {key}: {o['what']} ({'higher' if o['higher_is_better'] else 'lower'} is better)", "",
+              f"{o['n']} runs, {o['n_cells']} cells, seeds {o['seeds']}. Init swing: sd {f(sv['init_sd'], '.4f')} "
+              f"({sv['dof']} dof); the largest range over seeds in a cell is {f(sv['swing_share_max'], '.0%')} of the "
+              f"range of the cell means ({f(sv['cell_mean_range'], '.4f')}), median {f(sv['swing_share_median'], '.0%')}.", ""]
+        L += table(["feature", "effect [95% CI]", "sd over seeds", "abs(effect) / init sd"],
+                   [[e["feature"], ci(e["effect"], e["lo"], e["hi"], "+.4f"), f(e["seed_sd"], ".4f"),
+                     f(e["effect_over_init_sd"], ".1f")] for e in o["effects"]]) + [""]
+        L += table(["model", "params", "R^2", "LOO R^2 (runs)", "LOO R^2 (cells)", "coefficients [95% CI]"],
+                   [[m["model"], str(m["k"]), f(m["r2"], ".3f"), f(m["loo_r2"], ".3f"), f(m["loco_r2"], ".3f"),
+                     "; ".join(f"{c['name']} {ci(c['est'], c['lo'], c['hi'], '+.4f')}" for c in m["coefs"]
+                               if c["name"] != "intercept" and (m["model"] != "pairwise" or ":" in c["name"]))
+                     or "the cell means"] for m in o["models"]]) + [""]
+        L += ["Nested F tests: " + "; ".join(f"{t['test']}: F={f(t['F'], '.2f')} ({t['df1']}, {t['df2']}), "
+                                              f"p={f(t['p'], '.3g')}" for t in o["tests"]) +
+              f". Best predictor by LOO R^2 over runs: **{o['best_by_loo']}**.", ""]
+        rem = o["remove_one"]
+        L += ["Remove one feature from the four-feature cell (increment = all four - the other three; equal "
+              "increments = the count hypothesis):", ""]
+        L += table(["feature", "increment [95% CI]", "n (4 / 3)"],
+                   [[r["feature"], ci(r["increment"], r["lo"], r["hi"], "+.4f"), "/".join(map(str, r["n"]))]
+                    for r in rem["increments"]]) + [""]
+        eq = rem["equal"]
+        L += [f"Equal increments: F={f(eq['F'], '.2f')} ({eq['df1']}, {eq['df2']}), p={f(eq['p'], '.3g')}.", ""]
+        if o["predictors"]:
+            L += ["Short-context predictors and sinks (exploratory: one predictor at a time, not corrected for "
+                  "multiple comparisons):", ""]
+            L += table(["predictor", "n", "slope", "R^2", "LOO R^2"],
+                       [[p["predictor"], str(p["n"]), f(p["slope"], "+.3g"), f(p["r2"], ".3f"), f(p["loo_r2"], ".3f")]
+                        for p in o["predictors"]]) + [""]
+        e = o["early"]
+        if e:
+            L += [f"Early extension (checkpoint {', '.join(e['ckpts'])}, same recipe) -> final: n={e['n']}, "
+                  f"R^2={f(e['r2'], '.3f')}, LOO R^2={f(e['loo_r2'], '.3f')}, Pearson {f(e['pearson'], '.3f')}, "
+                  f"Spearman {f(e['spearman'], '.3f')}.", ""]
+        if o["variants"]:
+            L += ["Robustness variants (each on its own; never pooled with the main recipe):", ""]
+            L += table(["recipe", "n", "mean", "- main (paired)", "r with main", "count slope [95% CI]", "count R^2 / LOO",
+                        "additive effects"],
+                       [[v["recipe"], str(v["n"]), f(v["mean"], ".4f"), f(v["minus_main"], "+.4f"), f(v["r_with_main"], ".2f"),
+                         ci(v["count"]["coefs"][0]["est"], v["count"]["coefs"][0]["lo"], v["count"]["coefs"][0]["hi"], "+.4f"),
+                         f"{f(v['count']['r2'], '.2f')} / {f(v['count_loo_r2'], '.2f')}",
+                         ", ".join(f"{c['name']} {f(c['est'], '+.3f')}" for c in v["additive"]["coefs"])]
+                        for v in o["variants"]]) + [""]
+    return L
+
+
+def longctx_plots(rep):
+    """longctx_outcome_vs_count.png: each outcome of the main recipe vs the feature count: every run
+    (colour = seed, offset by seed so none hides another), the cell means (x) and the count fit."""
+    lc = rep["longctx"]
+    if not (lc and lc["outcomes"]):
+        return []
+    outs = lc["outcomes"]
+    fig, axs = figures(len(outs), 4.2, 3.6)
+    rows = [w for w in lc["runs"] if w["recipe"] == lc["main_recipe"] and w["ckpt"] == "final"]
+    for ax, (key, o) in zip(axs[0], outs.items()):
+        seeds = o["seeds"] or [None]
+        for j, sd in enumerate(seeds):
+            pts = [w for w in rows if w["seed"] == sd and w[key] is not None]
+            ax.plot([w["count"] + 0.08 * (j - (len(seeds) - 1) / 2) for w in pts], [w[key] for w in pts], "o",
+                    ms=4, alpha=0.8, label=f"seed {f(sd, 'g')}")
+        ax.plot([c["count"] for c in o["cells"]], [c["mean"] for c in o["cells"]], "kx", ms=5, label="cell mean")
+        b = {c["name"]: c["est"] for c in o["models"][0]["coefs"]}
+        ax.plot([0, 4], [b["intercept"], b["intercept"] + 4 * b["count"]], "k-",
+                label=f"count fit, R^2 {f(o['models'][0]['r2'], '.2f')}")
+        ax.set(xlabel="inhibiting-feature count", ylabel=key, title=f"{key} vs feature count")
+        ax.legend(fontsize=6)
+    return [("longctx_outcome_vs_count.png", fig)]
+
+# =============================================================================
+# positional encodings: what the lengen and posenc studies share
+
+
 # model flags that make up an algorithmic run's positional variant (its "encoding"); every other
 # flag that varies between the runs of one task splits cells as the "variant"
 ENCODING_KEYS = ("pos", "pos_pattern", "swan", "window", "global_every", "layer_pattern", "logn_scale",
@@ -826,37 +1400,20 @@ def encoding(mc):
     return name
 
 
-def seed_stats(per_seed):
-    """{seed: value} -> mean, sd (ddof 1; None below 2 seeds), n and the values, over the non-missing ones."""
-    v = {s: x for s, x in per_seed.items() if x is not None}
-    a = np.array(list(v.values()), dtype=float)
-    return {"mean": float(a.mean()) if a.size else None, "sd": sd1(a),
-            "n": int(a.size), "per_seed": v}
-
-
-def paired_acc(a, b):
-    """Paired comparison of accuracies over common seeds (a, b: {seed: value}): d = a - b, mean
-    difference, paired z (paired_z's statistic; positive: a is higher), seeds where a is higher / lower."""
-    seeds = sorted(s for s in set(a) & set(b) if a[s] is not None and b[s] is not None)
-    if not seeds:
-        return None
-    pz = paired_z([a[s] for s in seeds], [b[s] for s in seeds])
-    return {"n": pz["n"], "mean_diff": pz["mean_diff"], "z": pz["z"], "wins": pz["wins_b"], "losses": pz["wins_a"]}
-
-
 ENCODING_ORDER = {e: i for i, e in enumerate(("rope", "nope", "alibi", "hope", "expe", "swan", "chunk"))}
 
 
 def score_verdict(p, reference, margin):
-    """The verdict of a paired comparison p (paired_acc) of scores with the reference encoding:
-    better / worse only when every paired seed agrees and the mean gap is at least the margin."""
+    """The verdict of a paired comparison p (paired_acc) of scores with the reference encoding, by the
+    one rule for "better" (distinguishable: paired t test at BETTER_LEVEL over >= MIN_SEEDS seeds)
+    and a mean gap of at least the margin; otherwise "not distinguishable", with the numbers."""
     if p is None:
         return f"no seeds in common with {reference}"
-    if p["wins"] == p["n"] and p["mean_diff"] >= margin:
-        return f"better than {reference}"
-    if p["losses"] == p["n"] and p["mean_diff"] <= -margin:
-        return f"worse than {reference}"
-    return "no clear difference"
+    if distinguishable(p) and abs(p["mean_diff"]) >= margin:
+        return f"{'better' if p['mean_diff'] > 0 else 'worse'} than {reference}"
+    why = (f"{p['n']} seeds, fewer than {MIN_SEEDS}" if p["n"] < MIN_SEEDS else
+           f"paired t p={f(p['p'], '.2g')}" + (f", |Δ| < {f(margin)}" if distinguishable(p) else ""))
+    return f"not distinguishable from {reference} (Δ {p['mean_diff']:+.3f}, {why})"
 
 
 def cells_by_seed(keyed, what):
@@ -874,6 +1431,27 @@ def cells_by_seed(keyed, what):
     return cells
 
 
+def by_length_panel(ax, series, colour, clip):
+    """One encoding panel: a line per cell (x, mean) with its seed band (mean +- sd; clipped to [0, 1]
+    for exact match), one colour per encoding across panels (colour: a dict shared by the panels),
+    crosses and a dashed line for a cell not learned in distribution.
+    series: [(encoding, label, learned, [(x, {"mean", "sd"})])]."""
+    for enc, label, learned, pts in series:
+        pts = sorted((x, v) for x, v in pts if v["mean"] is not None)
+        if not pts:
+            continue
+        x, m = [p[0] for p in pts], np.array([p[1]["mean"] for p in pts])
+        sd = np.array([p[1]["sd"] or 0.0 for p in pts])
+        col = colour.setdefault(enc, f"C{len(colour) % 10}")
+        ax.plot(x, m, "o-" if learned else "x--", color=col, label=label + ("" if learned else " (not learned)"))
+        lo, hi = (np.clip(m - sd, 0, 1), np.clip(m + sd, 0, 1)) if clip else (m - sd, m + sd)
+        ax.fill_between(x, lo, hi, color=col, alpha=0.15)
+    ax.legend(fontsize=6)
+
+# =============================================================================
+# study: lengen -- length generalisation on algorithmic tasks (train short, test long)
+
+
 def lengen_report(runs, gate=0.9, margin=0.05, reference="rope"):
     """Algorithmic-task runs (train.py --algo), one cell per (task, encoding, variant) over seeds:
     in-distribution exact match (metrics.val_acc), exact match per input-length bin and the score
@@ -881,8 +1459,8 @@ def lengen_report(runs, gate=0.9, margin=0.05, reference="rope"):
     mean in-distribution exact match is below `gate` has not learned the task; it is listed under
     "excluded" and gets no extrapolation verdict. A learned cell is compared with the `reference`
     encoding's cell of the same task and variant (when that one is learned too), paired over seeds,
-    per bin past N and on the score; verdict on the score: "better"/"worse" when every paired seed
-    is higher/lower and the mean difference is at least `margin`, else "no clear difference"."""
+    per bin past N and on the score; verdict on the score by score_verdict (the paired t test at
+    BETTER_LEVEL over >= MIN_SEEDS seeds, and a mean difference of at least `margin`)."""
     algo = [r for r in runs if run_kind(r) == "algo"]
     if not algo:
         return None
@@ -965,6 +1543,65 @@ def lengen_report(runs, gate=0.9, margin=0.05, reference="rope"):
             "reference": reference, "margin": margin, "cells": ordered, "excluded": excluded}
 
 
+def lengen_md(lg):
+    if not (lg and lg["cells"]):
+        return no_data("lengen")
+    ref, gate = lg["reference"], lg["gate"]["threshold"]
+    L = ["## 5. Length generalisation on algorithmic tasks", "",
+         f"Exact match, mean ± sd over seeds: in distribution (metrics.val_acc, input lengths 1..N) and per "
+         f"input-length bin (evaluate.py). Gate: a cell is learned when its mean in-distribution exact match is "
+         f">= {f(gate)}; a cell that is not is excluded from the verdict. held to: the longest length up to which "
+         f"every bin's mean stays >= {f(gate)}. Δ {ref}: the score (mean exact match past N) minus {ref}'s, paired "
+         f"over seeds, with paired z and the seeds where it is higher/lower; verdict: better/worse when the paired t "
+         f"test over >= {MIN_SEEDS} seeds gives p < {f(BETTER_LEVEL)} and |Δ| >= {f(lg['margin'])}, else not "
+         f"distinguishable.", ""]
+    for task in dict.fromkeys(c["task"] for c in lg["cells"]):
+        cs = [c for c in lg["cells"] if c["task"] == task]
+        bins = sorted({b for c in cs for b in c["by_length"]}, key=parse_int)
+        span = {b: next((f"{c['by_length'][b]['lo']}-{b}" for c in cs if b in c["by_length"]), b) for b in bins}
+        tl = next((c["train_len"] for c in cs if c["train_len"]), None)
+        L += [f"**{task}**" + (f" (trained on input lengths {tl[0]}-{tl[1]})" if tl else ""), ""]
+        rows = []
+        for c in cs:
+            p = (c["vs_reference"] or {}).get("score")
+            rows.append([c["encoding"] + (f" [{c['variant']}]" if c["variant"] else ""), str(c["n"]),
+                         pm(c["in_dist"]), "yes" if c["learned"] else "**no**"]
+                        + [pm(c["by_length"].get(b)) for b in bins]
+                        + [pm(c["score"]), f(c["held_to"]),
+                           paired_cell(p),
+                           c["verdict"]])
+        L += table(["encoding", "seeds", "in-dist", "learned"] + [span[b] for b in bins]
+                   + ["score", "held to", f"Δ {ref} (z, higher/lower)", "verdict"], rows) + [""]
+    ex = lg["excluded"]
+    L += [f"Excluded by the gate ({len(ex)} cells): " + (", ".join(
+        f"{x['task']}/{x['encoding']}{' [' + x['variant'] + ']' if x['variant'] else ''} "
+        f"({f(x['in_dist_mean'], '.3f')})" for x in ex) if ex else "none") + ".", ""]
+    return L
+
+
+def lengen_plots(rep):
+    """lengen_accuracy.png: exact match by input length (bin centre) per task, one line per encoding."""
+    lg = rep["lengen"]
+    if not (lg and lg["cells"]):
+        return []
+    tasks_ = list(dict.fromkeys(c["task"] for c in lg["cells"]))
+    fig, axs = figures(len(tasks_), 4)
+    colour = {}
+    for ax, task in zip(axs[0], tasks_):
+        cs = [c for c in lg["cells"] if c["task"] == task]
+        by_length_panel(ax, [(c["encoding"], c["encoding"] + (f" [{c['variant']}]" if c["variant"] else ""),
+                              c["learned"], [((b["lo"] + b["hi"]) / 2 if b["lo"] is not None else b["hi"], b)
+                                             for b in c["by_length"].values()]) for c in cs], colour, clip=True)
+        tl = next((c["train_len"] for c in cs if c["train_len"]), None)
+        if tl:
+            ax.axvline(tl[1] + 0.5, color="grey", ls=":", lw=1)
+        ax.set(title=task, xlabel="input length (bin centre)", ylabel="exact match", ylim=(-0.03, 1.03))
+    return [("lengen_accuracy.png", fig)]
+
+# =============================================================================
+# study: posenc -- positional encodings trained short, evaluated long on text and retrieval
+
+
 POSENC_FLAGS = ("pos", "pos_pattern", "swan", "chunk_layers")  # a text run given one of these is a posenc run
 
 
@@ -1042,213 +1679,17 @@ def posenc_report(runs, gate=0.9, margin=0.05, reference="rope"):
                          for c in ordered if c["learned"] is False]}
 
 
-def dget(d, *keys):
-    """d[k1][k2]... or None when a level is missing or not a dict (eval.json is another program's output)."""
-    for k in keys:
-        if not isinstance(d, dict):
-            return None
-        d = d.get(k)
-    return d
-
-
-def parse_int(s):
-    try:
-        return int(s)
-    except (TypeError, ValueError):
-        return math.inf
-
-# -----------------------------------------------------------------------------
-# markdown
-
-
-def f(x, spec=".4g"):
-    """A number for a table: '-' when missing or NaN."""
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "-"
-    return format(x, spec) if isinstance(x, float) else str(x)
-
-
-def table(head, rows):
-    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows]
-
-
-def vtag(variant):
-    return f"[{variant}] " if variant else ""
-
-
-def qat_md(q):
-    L = ["## 1. QAT schedule grid", "",
-         "Deployed metrics.val_loss, mean ± sd over seeds. z: paired z of (warmdown - best) over matched seeds"
-         " (positive: the best warmdown has the lower loss); best wins: seeds where the best is lower.", "",
-         f"**Verdict per (bits, size)** ({q['lr_rule']}):", ""]
-    L += table(["variant", "bits", "size", "best warmdown (at LR)", "FP16 best", "same as FP16",
-                "other warmdowns: Δ, z, best wins"],
-               [[c["variant"] or "-", str(c["bits"]), c["size"], f"{f(c['best_warmdown'])} ({f(c['best_lr'])})",
-                 f(c["fp16_best_warmdown"]), {True: "yes", False: "NO", None: "-"}[c["same_as_fp16"]],
-                 "; ".join(f"{f(r['warmdown'])}: {r['delta']:+.4f}, z {f(r['z'], '+.1f')}, {r['best_wins']}/{r['n_paired']}"
-                           for r in c["warmdowns"] if r["z"] is not None)]
-                for c in q["verdict"]]) + [""]
-    L += ["Per (bits, size, LR) cell:", ""]
-    L += table(["variant", "bits", "size", "lr", "best", "val_loss by warmdown (mean ± sd, n; z)"],
-               [[c["variant"] or "-", str(c["bits"]), c["size"], f(c["lr"]), f(c["best_warmdown"]),
-                 "; ".join(f"{f(r['warmdown'])}: {r['mean']:.4f} ± {f(r['sd'], '.2g')} (n={r['n']}"
-                           + (f", z {f(r['z'], '+.1f')})" if r["z"] is not None else ")") for r in c["warmdowns"])]
-                for c in q["cells"]]) + [""]
-    return L
-
-
-def penalty_md(p):
-    L = ["## 2. Quantisation penalty law P_b(N) = L_b(N) - L_16(N) = alpha + beta ln N", "",
-         f"P at the reference cell lr={f(p['ref_lr'])}, warmdown={f(p['ref_warmdown'])}, paired on seed and averaged;"
-         f" N = params.non_embedding; {p['level']:.0%} prediction intervals at the held-out sizes.", ""]
-    for g in p["laws"]:
-        L += [f"**{vtag(g['variant'])}INT{g['bits']}**", ""]
-        L += table(["size", "N", "P mean", "sd", "seeds", "role", f"{p['level']:.0%} PI", "inside"],
-                   [[r["size"], f(r["n_params"], ".3g"), f"{r['penalty']:+.4f}", f(r["sd"], ".2g"), str(r["n"]),
-                     r["role"], f"[{r['lo']:+.4f}, {r['hi']:+.4f}]" if "lo" in r else "-",
-                     ("yes" if r["inside"] else "NO") if "inside" in r else "-"] for r in g["sizes"]]) + [""]
-        if g["fit"]:
-            ft = g["fit"]
-            L += [f"Fit on {', '.join(g['fit_sizes'])}: alpha={ft['alpha']:.4g}, beta={ft['beta']:.4g}, s={ft['s']:.3g},"
-                  f" R^2={f(ft['r2'], '.3f')}. " + (f"Held-out coverage {g['coverage']}." if g["coverage"]
-                                                   else "No held-out sizes.")]
-            sc = g.get("seed_check")
-            if sc:
-                zs = ", ".join(f"{h['size']} z={h['z_seed']:+.1f}" for h in g["held_out"] if h.get("z_seed") is not None)
-                L += ["", f"Against the seed noise (weighted by sd/sqrt(seeds)): beta={sc['beta']:.4g} ± {sc['beta_se']:.2g},"
-                          f" lack of fit chi^2={sc['chi2']:.2f} on {sc['dof']} dof (p={sc['p_lack_of_fit']:.2g})"
-                          + (f"; held-out {zs}." if zs else ".")]
-        else:
-            L += [f"_{g['message']}._"]
-        L += [""]
-    return L
-
-
-def grid_md(g):
-    L = ["## 3. Weight-to-grid distance", "",
-         "Mean |w/s - round(w/s)| on the grid_bits grid (0.25 = uniform, 0 = snapped); ratio = QAT / FP16"
-         " over matched seeds.", ""]
-    return L + table(["grid_bits", "entry", "size", "lr", "warmdown", "bits", "d", "d FP16", "ratio", "seeds"],
-                     [[str(r["grid_bits"]), vtag(r["variant"]) + r["key"], r["size"],
-                       f(r["lr"]), f(r["warmdown"]), str(r["bits"]), f(r["d_qat"]), f(r["d_fp16"]),
-                       f(r["ratio"]), str(r["n"])] for r in g["rows"]]) + [""]
-
-
-def ci(x, lo, hi, spec="+.3f"):
-    return f"{f(x, spec)} [{f(lo, spec)}, {f(hi, spec)}]"
-
-
-def longctx_md(lc):
-    L = ["## 4. Long-context extensibility vs inhibiting features (arXiv 2608.10296)", "",
-         f"Pretraining contexts {lc['contexts']}; short context = {lc['short_block'] or 'n/a (need two contexts)'}. "
-         f"Main recipe: {lc['main_recipe']} ({lc['recipes'].get(lc['main_recipe'], len(lc['runs']))} runs); "
-         f"recipes: {', '.join(f'{r} ({n})' for r, n in lc['recipes'].items()) or '-'}. Features: "
-         f"{', '.join(FEATURES)} (1 = present). Effects are in the outcome's units, 95% confidence intervals in "
-         f"brackets; init sd = pooled sd over seeds within a cell.", ""]
-    outs = lc["outcomes"]
-    if outs:
-        first = next(iter(outs.values()))
-        L += table(["cell " + "/".join(FEATURES), "count", "n"] + list(outs),
-                   [[c["cell"], str(c["count"]), str(c["n"])] +
-                    [f"{f(cm['mean'], '.4f')} ± {f(cm['sd'], '.3f')}" for cm in
-                     (next((x for x in o["cells"] if x["cell"] == c["cell"]), {"mean": None, "sd": None})
-                      for o in outs.values())] for c in first["cells"]]) + [""]
-    for key, o in outs.items():
-        sv = o["seed_variance"]
-        L += [f"### {key}: {o['what']} ({'higher' if o['higher_is_better'] else 'lower'} is better)", "",
-              f"{o['n']} runs, {o['n_cells']} cells, seeds {o['seeds']}. Init swing: sd {f(sv['init_sd'], '.4f')} "
-              f"({sv['dof']} dof); the largest range over seeds in a cell is {f(sv['swing_share_max'], '.0%')} of the "
-              f"range of the cell means ({f(sv['cell_mean_range'], '.4f')}), median {f(sv['swing_share_median'], '.0%')}.", ""]
-        L += table(["feature", "effect [95% CI]", "sd over seeds", "abs(effect) / init sd"],
-                   [[e["feature"], ci(e["effect"], e["lo"], e["hi"], "+.4f"), f(e["seed_sd"], ".4f"),
-                     f(e["effect_over_init_sd"], ".1f")] for e in o["effects"]]) + [""]
-        L += table(["model", "params", "R^2", "LOO R^2 (runs)", "LOO R^2 (cells)", "coefficients [95% CI]"],
-                   [[m["model"], str(m["k"]), f(m["r2"], ".3f"), f(m["loo_r2"], ".3f"), f(m["loco_r2"], ".3f"),
-                     "; ".join(f"{c['name']} {ci(c['est'], c['lo'], c['hi'], '+.4f')}" for c in m["coefs"]
-                               if c["name"] != "intercept" and (m["model"] != "pairwise" or ":" in c["name"]))
-                     or "the cell means"] for m in o["models"]]) + [""]
-        L += ["Nested F tests: " + "; ".join(f"{t['test']}: F={f(t['F'], '.2f')} ({t['df1']}, {t['df2']}), "
-                                              f"p={f(t['p'], '.3g')}" for t in o["tests"]) +
-              f". Best predictor by LOO R^2 over runs: **{o['best_by_loo']}**.", ""]
-        rem = o["remove_one"]
-        L += ["Remove one feature from the four-feature cell (increment = all four - the other three; equal "
-              "increments = the count hypothesis):", ""]
-        L += table(["feature", "increment [95% CI]", "n (4 / 3)"],
-                   [[r["feature"], ci(r["increment"], r["lo"], r["hi"], "+.4f"), "/".join(map(str, r["n"]))]
-                    for r in rem["increments"]]) + [""]
-        eq = rem["equal"]
-        L += [f"Equal increments: F={f(eq['F'], '.2f')} ({eq['df1']}, {eq['df2']}), p={f(eq['p'], '.3g')}.", ""]
-        if o["predictors"]:
-            L += ["Short-context predictors and sinks (exploratory: one predictor at a time, not corrected for "
-                  "multiple comparisons):", ""]
-            L += table(["predictor", "n", "slope", "R^2", "LOO R^2"],
-                       [[p["predictor"], str(p["n"]), f(p["slope"], "+.3g"), f(p["r2"], ".3f"), f(p["loo_r2"], ".3f")]
-                        for p in o["predictors"]]) + [""]
-        e = o["early"]
-        if e:
-            L += [f"Early extension (checkpoint {', '.join(e['ckpts'])}, same recipe) -> final: n={e['n']}, "
-                  f"R^2={f(e['r2'], '.3f')}, LOO R^2={f(e['loo_r2'], '.3f')}, Pearson {f(e['pearson'], '.3f')}, "
-                  f"Spearman {f(e['spearman'], '.3f')}.", ""]
-        if o["variants"]:
-            L += ["Robustness variants (each on its own; never pooled with the main recipe):", ""]
-            L += table(["recipe", "n", "mean", "- main (paired)", "r with main", "count slope [95% CI]", "count R^2 / LOO",
-                        "additive effects"],
-                       [[v["recipe"], str(v["n"]), f(v["mean"], ".4f"), f(v["minus_main"], "+.4f"), f(v["r_with_main"], ".2f"),
-                         ci(v["count"]["coefs"][0]["est"], v["count"]["coefs"][0]["lo"], v["count"]["coefs"][0]["hi"], "+.4f"),
-                         f"{f(v['count']['r2'], '.2f')} / {f(v['count_loo_r2'], '.2f')}",
-                         ", ".join(f"{c['name']} {f(c['est'], '+.3f')}" for c in v["additive"]["coefs"])]
-                        for v in o["variants"]]) + [""]
-    return L
-
-
-def pm(st, spec=".3f"):
-    """'mean ± sd' of a seed_stats dict ('-' when missing)."""
-    if not st or st.get("mean") is None:
-        return "-"
-    return f(st["mean"], spec) + (f" ± {f(st['sd'], '.2f')}" if st.get("sd") is not None else "")
-
-
-def lengen_md(lg):
-    ref, gate = lg["reference"], lg["gate"]["threshold"]
-    L = ["## 5. Length generalisation on algorithmic tasks", "",
-         f"Exact match, mean ± sd over seeds: in distribution (metrics.val_acc, input lengths 1..N) and per "
-         f"input-length bin (evaluate.py). Gate: a cell is learned when its mean in-distribution exact match is "
-         f">= {f(gate)}; a cell that is not is excluded from the verdict. held to: the longest length up to which "
-         f"every bin's mean stays >= {f(gate)}. Δ {ref}: the score (mean exact match past N) minus {ref}'s, paired "
-         f"over seeds, with paired z and the seeds where it is higher/lower; verdict: better/worse when every "
-         f"seed is and |Δ| >= {f(lg['margin'])}.", ""]
-    for task in dict.fromkeys(c["task"] for c in lg["cells"]):
-        cs = [c for c in lg["cells"] if c["task"] == task]
-        bins = sorted({b for c in cs for b in c["by_length"]}, key=parse_int)
-        span = {b: next((f"{c['by_length'][b]['lo']}-{b}" for c in cs if b in c["by_length"]), b) for b in bins}
-        tl = next((c["train_len"] for c in cs if c["train_len"]), None)
-        L += [f"**{task}**" + (f" (trained on input lengths {tl[0]}-{tl[1]})" if tl else ""), ""]
-        rows = []
-        for c in cs:
-            p = (c["vs_reference"] or {}).get("score")
-            rows.append([c["encoding"] + (f" [{c['variant']}]" if c["variant"] else ""), str(c["n"]),
-                         pm(c["in_dist"]), "yes" if c["learned"] else "**no**"]
-                        + [pm(c["by_length"].get(b)) for b in bins]
-                        + [pm(c["score"]), f(c["held_to"]),
-                           f"{p['mean_diff']:+.3f} (z {f(p['z'], '+.1f')}, {p['wins']}/{p['losses']})" if p else "-",
-                           c["verdict"]])
-        L += table(["encoding", "seeds", "in-dist", "learned"] + [span[b] for b in bins]
-                   + ["score", "held to", f"Δ {ref} (z, higher/lower)", "verdict"], rows) + [""]
-    ex = lg["excluded"]
-    L += [f"Excluded by the gate ({len(ex)} cells): " + (", ".join(
-        f"{x['task']}/{x['encoding']}{' [' + x['variant'] + ']' if x['variant'] else ''} "
-        f"({f(x['in_dist_mean'], '.3f')})" for x in ex) if ex else "none") + ".", ""]
-    return L
-
-
 def posenc_md(pe):
-    ref = pe["reference"]
-    L = ["## 6. Positional encodings: train short, evaluate long", "",
-         "Mean ± sd over seeds (evaluate.py). Loss: nats/token on the held-out plays in windows of L tokens; "
-         f"Δ loss {ref}: mean over the lengths past training of the paired difference from {ref}'s (negative: "
-         f"lower loss). Retrieval: exact match of the answer (rank among 5 in brackets); learned: mean exact "
-         f"match at the training length >= {f(pe['gate']['threshold'])}; Δ {ref}: the score (mean exact match "
-         f"past training) minus {ref}'s, paired over seeds (z, seeds higher/lower).", ""]
+    if not (pe and pe["cells"]):
+        return no_data("posenc")
+    ref, gate = pe["reference"], f(pe['gate']['threshold'])
+    how = ("Mean ± sd over seeds (evaluate.py). Loss: nats/token on the held-out plays in windows of L tokens; "
+           f"Δ loss {ref}: mean over the lengths past training of the paired difference from {ref}'s (negative: "
+           f"lower loss). Retrieval: exact match of the answer (rank among 5 in brackets); learned: mean exact "
+           f"match at the training length >= {gate}; Δ {ref}: the score (mean exact match past training) minus "
+           f"{ref}'s, paired over seeds (z, seeds higher/lower); verdict: better/worse when the paired t test over "
+           f">= {MIN_SEEDS} seeds gives p < {f(BETTER_LEVEL)} and |Δ| >= {f(pe['margin'])}, else not distinguishable.")
+    L = ["## 6. Positional encodings: train short, evaluate long", "", how, ""]
     for training in dict.fromkeys(c["training"] for c in pe["cells"]):
         cs = [c for c in pe["cells"] if c["training"] == training]
         lens = sorted({L for c in cs for L in c["loss_by_length"] if c["loss_by_length"][L]["mean"] is not None},
@@ -1275,7 +1716,7 @@ def posenc_md(pe):
                             + [pm(r.get("exact", {}).get(L)) + f" ({f((r.get('rank', {}).get(L) or {}).get('mean'), '.2f')})"
                                for L in tl]
                             + ["-" if c["learned"] is None else "yes" if c["learned"] else "**no**", pm(c["score"]),
-                               f"{p['mean_diff']:+.3f} (z {f(p['z'], '+.1f')}, {p['wins']}/{p['losses']})" if p else "-",
+                               paired_cell(p),
                                c["verdict"]])
             L += table(["encoding", "seeds"] + [f"@{x}" for x in tl] + ["learned", "score", f"Δ {ref}", "verdict"],
                        rows) + [""]
@@ -1285,156 +1726,162 @@ def posenc_md(pe):
     return L
 
 
-# -----------------------------------------------------------------------------
-# plots (matplotlib Agg; a failed plot is a warning, never a crash)
+def posenc_plots(rep):
+    """posenc_length.png: per training (text / task mix) the loss and each retrieval task's exact match
+    by evaluation length, one line per encoding."""
+    pe = rep["posenc"]
+    if not (pe and pe["cells"]):
+        return []
+    panels = []  # (title, ylabel, [(cell, {length: stats})])
+    for training in dict.fromkeys(c["training"] for c in pe["cells"]):
+        cs = [c for c in pe["cells"] if c["training"] == training]
+        if any(v["mean"] is not None for c in cs for v in c["loss_by_length"].values()):
+            panels.append((f"{training}: loss", "loss (nats/token)", [(c, c["loss_by_length"]) for c in cs]))
+        for t in sorted({t for c in cs for t in c["retrieval"]}):
+            panels.append((f"{training}: {t}", "exact match", [(c, c["retrieval"][t]["exact"])
+                                                               for c in cs if t in c["retrieval"]]))
+    fig, axs = figures(len(panels), 4.5)
+    colour = {}
+    for ax, (title, ylabel, series) in zip(axs[0], panels):
+        by_length_panel(ax, [(c["encoding"], c["encoding"], c["learned"] is not False,
+                              [(parse_int(L), v) for L, v in by_len.items()]) for c, by_len in series],
+                        colour, clip=ylabel == "exact match")
+        tl = next((c["train_len"] for c, _ in series if c["train_len"]), None)
+        if tl:
+            ax.axvline(tl, color="grey", ls=":", lw=1)
+        ax.set(title=title, xlabel="evaluation length (tokens)", ylabel=ylabel, xscale="log")
+        lengths = sorted({parse_int(L) for _, by_len in series for L in by_len})
+        ax.set_xticks(lengths, [str(L) for L in lengths])  # the evaluated lengths, not 2x10^2 ...
+        ax.minorticks_off()
+    return [("posenc_length.png", fig)]
+
+# =============================================================================
+# the registry of studies and the command line
+
+# study -> (its sections from (runs, args), their markdown, their plots [(file name, figure)]).
+# sweep.sh's qat-probes is analysed by the qat block, together with the grid (ALIASES).
+STUDIES = {
+    "qat": (qat_study, qat_markdown, qat_plots),
+    "longctx": (lambda runs, a: {"longctx": longctx_report(runs)}, lambda rep: longctx_md(rep["longctx"]),
+                longctx_plots),
+    "lengen": (lambda runs, a: {"lengen": lengen_report(runs, a.lengen_gate, a.lengen_margin)},
+               lambda rep: lengen_md(rep["lengen"]), lengen_plots),
+    "posenc": (lambda runs, a: {"posenc": posenc_report(runs, a.lengen_gate, a.lengen_margin)},
+               lambda rep: posenc_md(rep["posenc"]), posenc_plots),
+}
+ALIASES = {"qat-probes": "qat"}
 
 
-def plot_all(rep, outdir):
-    import matplotlib
-    matplotlib.use("Agg")
+def study_of(run, runs, extended=()):
+    """The study a run belongs to when --study does not say: an algorithmic run is lengen's; a text
+    run given a positional flag (POSENC_FLAGS), or an extension of one, is posenc's; another
+    extension, a pretraining run that was extended (id in `extended`) or a text run with an
+    eval.json is longctx's; any other text run is qat's."""
+    kind = run_kind(run)
+    if kind == "algo":
+        return "lengen"
+    root = (lineage_root(run, runs)[0] if kind == "extension" else None) or run
+    if any(k in root["config"]["model"] for k in POSENC_FLAGS):
+        return "posenc"
+    if kind == "extension" or isinstance(run.get("eval"), dict) or id(run) in extended:
+        return "longctx"
+    return "qat"
+
+
+def runs_by_study(runs, selected=None):
+    """{study: its runs}: with one study selected, every run; else each run by study_of, keeping the
+    selected studies (default: every study with runs)."""
+    if selected and len(selected) == 1:
+        return {selected[0]: runs}
+    extended = {id(lineage_root(r, runs)[0]) for r in runs if run_kind(r) == "extension"}
+    by = defaultdict(list)
+    for r in runs:
+        by[study_of(r, runs, extended)].append(r)
+    return {s: by[s] for s in STUDIES if by[s] and (selected is None or s in selected)}
+
+
+def no_data(name):
+    return [f"_{name}: no data._", ""]
+
+
+def parse_studies(text):
+    """--study NAME[,NAME] -> study names of STUDIES (aliases resolved, order kept)."""
+    names = [ALIASES.get(s.strip(), s.strip()) for s in text.split(",") if s.strip()]
+    bad = [s for s in names if s not in STUDIES]
+    if bad or not names:
+        raise UserError(f"--study {text!r}: unknown study {', '.join(bad) or '(none given)'} "
+                        f"(choose from: {', '.join(list(STUDIES) + list(ALIASES))})")
+    return list(dict.fromkeys(names))
+
+
+def analyse(runs, args):
+    """(report, markdown lines, [(plot file, figure)]) of the selected studies over the runs."""
+    mine = runs_by_study(runs, parse_studies(args.study) if args.study else None)
+    _, skipped = records(runs)
+    rep = {"n_runs": len(runs), "studies": {s: len(rs) for s, rs in mine.items()},
+           "n_skipped_qat": skipped["missing"], "n_algo": skipped["algo"], "n_extension": skipped["extension"],
+           "n_no_comparison": skipped["single"]}
+    lines = [f"# Analysis of {len(runs)} runs", "",
+             f"Folders: {', '.join(args.folders)}. Studies: "
+             + (", ".join(f"{s} ({len(rs)} runs)" for s, rs in mine.items()) or "none") + ".", ""]
+    if "qat" in mine:
+        other = [f"{n} {what}" for n, what in ((skipped["algo"], "algorithmic-task runs (config.algo)"),
+                                               (skipped["extension"], "context extensions (lineage)"),
+                                               (skipped["single"], "runs with one bit-width and one warmdown in "
+                                                                   "their variant and size (nothing to compare)")) if n]
+        lines += [f"{skipped['missing']} runs lack one of config.bits/size/lr/warmdown/seed or metrics.val_loss and "
+                  f"are not in the QAT tables" + (f"; neither are {' and '.join(other)}." if other else "."), ""]
+    figs = []
+    for name, rs in mine.items():
+        study, markdown, plots = STUDIES[name]
+        part = study(rs, args)  # a UserError (bad flag for this study) stops the whole analysis
+        rep.update(part)
+        try:  # one broken section must not take the others down
+            lines += markdown(part)
+            figs += plots(part) if not args.no_plots else []
+        except Exception as e:
+            warn(f"{name} section skipped: {type(e).__name__}: {e}")
+            lines += [f"_{name}: skipped ({type(e).__name__}: {e})._", ""]
+    return rep, lines, figs
+
+
+def save_figures(figs, outdir):
+    """Write each figure to outdir; returns the names written. A failed plot is a warning, never a crash."""
     import matplotlib.pyplot as plt
     written = []
-
-    def save(fig, name):
-        fig.tight_layout()
-        fig.savefig(os.path.join(outdir, name), dpi=120)
+    for name, fig in figs:
+        try:
+            fig.tight_layout()
+            fig.savefig(os.path.join(outdir, name), dpi=120)
+            written.append(name)
+        except Exception as e:
+            warn(f"plot {name} skipped: {type(e).__name__}: {e}")
         plt.close(fig)
-        written.append(name)
-    q = rep.get("qat")
-    if q and q["verdict"]:  # loss vs warmdown per bit-width, each warmdown at its best LR, seed sd as bars
-        variants = list(dict.fromkeys((c["variant"], c["size"]) for c in q["verdict"]))
-        fig, axs = plt.subplots(1, len(variants), figsize=(3.6 * len(variants), 3.4), squeeze=False)
-        for ax, (v, s) in zip(axs[0], variants):
-            for c in (c for c in q["verdict"] if (c["variant"], c["size"]) == (v, s)):
-                ax.errorbar([r["warmdown"] for r in c["warmdowns"]], [r["mean"] for r in c["warmdowns"]],
-                            yerr=[r["sd"] or 0 for r in c["warmdowns"]], marker="o", capsize=2,
-                            label="FP16" if c["bits"] == 16 else f"INT{c['bits']}")
-            ax.set(title=vtag(v) + f"size {s}", xlabel="warmdown fraction", ylabel="val_loss (best LR)")
-            ax.legend(fontsize=6)
-        save(fig, "qat_warmdown.png")
-    p = rep.get("penalty_law")
-    if p and p["laws"]:
-        fig, ax = plt.subplots(figsize=(5.5, 3.8))
-        for i, g in enumerate(p["laws"]):
-            c, rows = f"C{i % 10}", [r for r in g["sizes"] if r["n_params"] is not None]
-            for role, mfc in (("fit", c), ("held-out", "none")):  # held-out sizes drawn open
-                pts = [r for r in rows if r["role"] == role]
-                ax.errorbar([r["n_params"] for r in pts], [r["penalty"] for r in pts], yerr=[r["sd"] or 0 for r in pts],
-                            fmt="o", color=c, mfc=mfc, capsize=2,
-                            label=vtag(g["variant"]) + f"INT{g['bits']}" if role == "fit" else None)
-            if g["fit"] and rows:
-                xs = np.geomspace(min(r["n_params"] for r in rows), max(r["n_params"] for r in rows), 100)
-                yh, lo, hi = predict_interval(g["fit"], xs, p["level"])
-                ax.plot(xs, yh, color=c)
-                ax.fill_between(xs, lo, hi, color=c, alpha=0.15)
-        ax.set(xscale="log", xlabel="non-embedding params N", ylabel="penalty L_b - L_16",
-               title=f"penalty vs size, {p['level']:.0%} PI (open: held out)")
-        ax.legend(fontsize=7)
-        save(fig, "penalty_vs_size.png")
-    lg = rep.get("lengen")
-    if lg and lg["cells"]:
-        tasks_ = list(dict.fromkeys(c["task"] for c in lg["cells"]))
-        fig, axs = plt.subplots(1, len(tasks_), figsize=(4 * len(tasks_), 3.5), squeeze=False)
-        colour = {}
-        for ax, task in zip(axs[0], tasks_):
-            for c in (c for c in lg["cells"] if c["task"] == task):
-                bs = [b for b in c["by_length"].values() if b["mean"] is not None]
-                if not bs:
-                    continue
-                x = [(b["lo"] + b["hi"]) / 2 if b["lo"] is not None else b["hi"] for b in bs]
-                m = np.array([b["mean"] for b in bs])
-                sd = np.array([b["sd"] or 0.0 for b in bs])
-                col = colour.setdefault(c["encoding"], f"C{len(colour) % 10}")  # one colour per encoding
-                name = c["encoding"] + (f" [{c['variant']}]" if c["variant"] else "")
-                ax.plot(x, m, "o-" if c["learned"] else "x--", color=col,
-                        label=name + ("" if c["learned"] else " (not learned)"))
-                ax.fill_between(x, np.clip(m - sd, 0, 1), np.clip(m + sd, 0, 1), color=col, alpha=0.15)
-            tl = next((c["train_len"] for c in lg["cells"] if c["task"] == task and c["train_len"]), None)
-            if tl:
-                ax.axvline(tl[1] + 0.5, color="grey", ls=":", lw=1)
-            ax.set(title=task, xlabel="input length (bin centre)", ylabel="exact match", ylim=(-0.03, 1.03))
-            ax.legend(fontsize=6)
-        save(fig, "lengen_accuracy.png")
-    pe = rep.get("posenc")
-    if pe and pe["cells"]:
-        panels = []  # (title, ylabel, [(cell, {length: stats})])
-        for training in dict.fromkeys(c["training"] for c in pe["cells"]):
-            cs = [c for c in pe["cells"] if c["training"] == training]
-            if any(v["mean"] is not None for c in cs for v in c["loss_by_length"].values()):
-                panels.append((f"{training}: loss", "loss (nats/token)", [(c, c["loss_by_length"]) for c in cs]))
-            for t in sorted({t for c in cs for t in c["retrieval"]}):
-                panels.append((f"{training}: {t}", "exact match", [(c, c["retrieval"][t]["exact"])
-                                                                   for c in cs if t in c["retrieval"]]))
-        fig, axs = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.5), squeeze=False)
-        colour = {}
-        for ax, (title, ylabel, series) in zip(axs[0], panels):
-            for c, by_len in series:
-                pts = [(parse_int(L), v) for L, v in by_len.items() if v["mean"] is not None]
-                if not pts:
-                    continue
-                pts.sort(key=lambda t: t[0])
-                x, m = [p[0] for p in pts], np.array([p[1]["mean"] for p in pts])
-                sd = np.array([p[1]["sd"] or 0.0 for p in pts])
-                col = colour.setdefault(c["encoding"], f"C{len(colour) % 10}")
-                ax.plot(x, m, "o-" if c["learned"] is not False else "x--", color=col,
-                        label=c["encoding"] + (" (not learned)" if c["learned"] is False else ""))
-                lo, hi = (np.clip(m - sd, 0, 1), np.clip(m + sd, 0, 1)) if ylabel == "exact match" else (m - sd, m + sd)
-                ax.fill_between(x, lo, hi, color=col, alpha=0.15)
-            tl = next((c["train_len"] for c, _ in series if c["train_len"]), None)
-            if tl:
-                ax.axvline(tl, color="grey", ls=":", lw=1)
-            ax.set(title=title, xlabel="evaluation length (tokens)", ylabel=ylabel, xscale="log")
-            lengths = sorted({parse_int(L) for _, by_len in series for L in by_len})
-            ax.set_xticks(lengths, [str(L) for L in lengths])  # the evaluated lengths, not 2x10^2 ...
-            ax.minorticks_off()
-            ax.legend(fontsize=6)
-        save(fig, "posenc_length.png")
-    lc = rep.get("longctx")
-    if lc and lc["outcomes"]:
-        save(plot_longctx(lc, plt), "longctx_outcome_vs_count.png")
     return written
-
-
-def plot_longctx(lc, plt):
-    """Each outcome of the main recipe vs the feature count: every run (colour = seed, offset by
-    seed so none hides another), the cell means (x) and the count fit."""
-    outs = lc["outcomes"]
-    fig, axs = plt.subplots(1, len(outs), figsize=(4.2 * len(outs), 3.6), squeeze=False)
-    rows = [w for w in lc["runs"] if w["recipe"] == lc["main_recipe"] and w["ckpt"] == "final"]
-    for ax, (key, o) in zip(axs[0], outs.items()):
-        seeds = o["seeds"] or [None]
-        for j, sd in enumerate(seeds):
-            pts = [w for w in rows if w["seed"] == sd and w[key] is not None]
-            ax.plot([w["count"] + 0.08 * (j - (len(seeds) - 1) / 2) for w in pts], [w[key] for w in pts], "o",
-                    ms=4, alpha=0.8, label=f"seed {f(sd, 'g')}")
-        ax.plot([c["count"] for c in o["cells"]], [c["mean"] for c in o["cells"]], "kx", ms=5, label="cell mean")
-        b = {c["name"]: c["est"] for c in o["models"][0]["coefs"]}
-        ax.plot([0, 4], [b["intercept"], b["intercept"] + 4 * b["count"]], "k-",
-                label=f"count fit, R^2 {f(o['models'][0]['r2'], '.2f')}")
-        ax.set(xlabel="inhibiting-feature count", ylabel=key, title=f"{key} vs feature count")
-        ax.legend(fontsize=6)
-    return fig
-
-# -----------------------------------------------------------------------------
 
 
 def main(argv=None):
     ap = OneLineParser(description="Statistics and reports over result.json / eval.json files.")
     ap.add_argument("folders", nargs="+", help="folders searched recursively for result.json")
+    ap.add_argument("--study", default=None,
+                    help="comma list of studies to analyse (" + ", ".join(list(STUDIES) + list(ALIASES)) +
+                         "); one study: every run read is its own (sweep.sh --post passes it). Default: each "
+                         "run's study from its record, every study that has runs")
     ap.add_argument("--out", default=None, help="output folder (default: the first folder)")
     ap.add_argument("--fit_sizes", default=None,
-                    help="comma list of size names for the penalty fit; the rest are held out "
+                    help="qat: comma list of size names for the penalty fit; the rest are held out "
                          "(default: all but the two extreme sizes if >= 5 sizes, else all)")
     ap.add_argument("--level", type=finite_float, default=0.95, help="prediction-interval level, in (0, 1)")
-    ap.add_argument("--ref_lr", type=finite_float, default=1.0, help="LR of the cell where the penalty is measured")
-    ap.add_argument("--ref_warmdown", type=finite_float, default=0.33, help="warmdown of the cell where the penalty is measured")
+    ap.add_argument("--ref_lr", type=finite_float, default=1.0, help="qat: LR of the cell where the penalty is measured")
+    ap.add_argument("--ref_warmdown", type=finite_float, default=0.33,
+                    help="qat: warmdown of the cell where the penalty is measured")
     ap.add_argument("--lengen_gate", type=finite_float, default=0.9,
-                    help="algorithmic runs: a (task, encoding) cell enters the extrapolation verdict only when its "
+                    help="lengen, posenc: a (task, encoding) cell enters the extrapolation verdict only when its "
                          "mean in-distribution exact match over seeds is >= this")
     ap.add_argument("--lengen_margin", type=finite_float, default=0.05,
-                    help="algorithmic runs: smallest mean gain (or loss) of exact match past N against RoPE "
-                         "that counts as better (worse), with every paired seed agreeing")
-    ap.add_argument("--no_plots", action="store_true", help="skip the PNG plots")
+                    help="lengen, posenc: smallest mean gain (or loss) of exact match past N against RoPE "
+                         "that counts as better (worse), with the paired t test over >= 3 seeds at p < 0.05")
+    ap.add_bool("--no_plots", False, "skip the PNG plots")
     args = ap.parse_args(argv)
     if not 0 < args.level < 1:
         ap.error(f"--level {args.level:g} must be in (0, 1)")
@@ -1446,51 +1893,16 @@ def main(argv=None):
     if not runs:
         warn(f"nothing to analyse: no readable result.json under {', '.join(args.folders)}")
         return 2
-    recs, skipped = records(runs)
-    order = size_order(recs)
-    fit_sizes = [s.strip() for s in args.fit_sizes.split(",") if s.strip()] if args.fit_sizes else None
-    other = [f"{n} {what}" for n, what in ((skipped["algo"], "algorithmic-task runs (config.algo)"),
-                                           (skipped["extension"], "context extensions (lineage)"),
-                                           (skipped["single"], "runs with one bit-width and one warmdown in their "
-                                                               "variant and size (nothing to compare)")) if n]
-    lines = [f"# Analysis of {len(runs)} runs", "", f"Folders: {', '.join(args.folders)}. "
-             f"{skipped['missing']} runs lack one of config.bits/size/lr/warmdown/seed or metrics.val_loss and are "
-             f"not in the QAT tables" + (f"; neither are {' and '.join(other)}." if other else "."), ""]
-    rep = {"n_runs": len(runs), "n_skipped_qat": skipped["missing"], "n_algo": skipped["algo"],
-           "n_extension": skipped["extension"], "n_no_comparison": skipped["single"]}
-    unknown = set(fit_sizes or []) - set(order)
-    if unknown:
-        warn(f"--fit_sizes names sizes with no QAT-grid runs: {', '.join(sorted(unknown))} "
-             f"(sizes present: {', '.join(sorted(order, key=order.get)) or 'none'})")
+    try:
+        rep, lines, figs = analyse(runs, args)
+    except UserError as e:
+        warn(str(e))
         return 2
-    sections = [("qat", lambda: qat_report(recs, order), lambda r: r["cells"], qat_md),
-                ("penalty_law", lambda: penalty_report(recs, order, fit_sizes, args.level, args.ref_lr, args.ref_warmdown),
-                 lambda r: r["laws"], penalty_md),
-                ("grid_distance", lambda: grid_report(recs, order), lambda r: r["rows"], grid_md),
-                ("longctx", lambda: longctx_report(runs), lambda r: r["outcomes"], longctx_md),
-                ("lengen", lambda: lengen_report(runs, args.lengen_gate, args.lengen_margin), lambda r: r["cells"],
-                 lengen_md),
-                ("posenc", lambda: posenc_report(runs, args.lengen_gate, args.lengen_margin), lambda r: r["cells"],
-                 posenc_md)]
-    for name, compute, has_data, render in sections:
-        try:  # one broken section must not take the others down
-            r = compute()
-            rep[name] = r
-            if r is not None and has_data(r):
-                lines += render(r)
-            else:
-                lines += [f"_{name}: no data._", ""]
-        except Exception as e:
-            warn(f"{name} section skipped: {type(e).__name__}: {e}")
-            lines += [f"_{name}: skipped ({type(e).__name__}: {e})._", ""]
     out = args.out or args.folders[0]
     try:
         os.makedirs(out, exist_ok=True)
         if not args.no_plots:
-            try:
-                rep["plots"] = plot_all(rep, out)
-            except Exception as e:
-                warn(f"plots skipped: {type(e).__name__}: {e}")
+            rep["plots"] = save_figures(figs, out)
         md = "\n".join(lines) + "\n"
         atomic_write(os.path.join(out, "analysis.md"), md)
         atomic_write(os.path.join(out, "analysis.json"), json.dumps(clean(rep), indent=1, allow_nan=False) + "\n")

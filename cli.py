@@ -16,13 +16,16 @@ Bad input raises UserError, which `main` turns into one line on stderr and exit 
 import argparse
 import contextlib
 import dataclasses
+import errno
 import fcntl
 import json
 import math
 import os
 import platform
+import signal
 import subprocess
 import sys
+import threading
 
 import numpy as np
 
@@ -38,12 +41,33 @@ def flag(default, help, positional=False):
     return dataclasses.field(default=default, metadata=dict(help=help, positional=positional))
 
 
+BOOL_WORDS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
+
+
 def str2bool(v):
-    if v.lower() in ("1", "true", "yes", "on"):
-        return True
-    if v.lower() in ("0", "false", "no", "off"):
-        return False
+    if v.lower() in BOOL_WORDS:
+        return BOOL_WORDS[v.lower()]
     raise argparse.ArgumentTypeError(f"expected true/false, got {v!r}")
+
+
+def bool_words(args, names):
+    """argv with each boolean flag in `names` written as --x=value: `--x` alone is --x=true wherever it
+    stands, `--x false` is --x=false. The next word is taken only when it is a true/false word, so
+    `--quiet RUN` leaves RUN to the positional argument (as argparse's store_true does)."""
+    out, i = [], 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            return out + args[i:]
+        if a in names:
+            nxt = args[i + 1] if i + 1 < len(args) else None
+            take = nxt is not None and nxt.lower() in BOOL_WORDS
+            out.append(f"{a}={nxt if take else 'true'}")
+            i += 1 + take
+            continue
+        out.append(a)
+        i += 1
+    return out
 
 
 def finite_float(v):
@@ -58,13 +82,29 @@ TYPES = {int: int, float: finite_float, str: str, "int": int, "float": finite_fl
 
 
 class OneLineParser(argparse.ArgumentParser):
+    """argparse with one-line errors (exit 2) and boolean flags as users type them (add_bool)."""
+
+    def __init__(self, *args, **kw):
+        kw.setdefault("allow_abbrev", False)  # a flag is its full name: --q is not --quiet
+        super().__init__(*args, **kw)
+        self.bools = set()
+
+    def add_bool(self, name, default, help):
+        """--name alone means true wherever it stands; --name false / --name=false turns it off."""
+        self.bools.add(name)
+        self.add_argument(name, type=str2bool, default=default, metavar="[true|false]", help=help)
+
+    def parse_known_args(self, args=None, namespace=None):
+        args = sys.argv[1:] if args is None else list(args)
+        return super().parse_known_args(bool_words(args, self.bools), namespace)
+
     def error(self, message):
         print(f"{self.prog}: error: {message}", file=sys.stderr)
         sys.exit(2)
 
 
 def add_flags(p, cls, skip=(), optional=False, prefix=""):
-    """One flag per field of dataclass cls. Booleans take `--x` or `--x true|false`.
+    """One flag per field of dataclass cls. Booleans take `--x` (wherever it stands) or `--x true|false`.
     optional=True: every default is None, so the caller sees which flags were given."""
     for f in dataclasses.fields(cls):
         if f.name in skip or "help" not in f.metadata:
@@ -73,8 +113,7 @@ def add_flags(p, cls, skip=(), optional=False, prefix=""):
         if f.metadata.get("positional"):
             p.add_argument(f.name, help=text)
         elif f.type in (bool, "bool"):
-            p.add_argument(f"--{f.name}", type=str2bool, nargs="?", const=True,
-                           default=None if optional else f.default, help=f"{text} (default {f.default})")
+            p.add_bool(f"--{f.name}", None if optional else f.default, f"{text} (default {f.default})")
         else:
             p.add_argument(f"--{f.name}", type=TYPES[f.type], default=None if optional else f.default,
                            help=f"{text} (default {f.default!r})")
@@ -98,9 +137,23 @@ def parse(cls, argv=None, description=None, overrides=None):
     return cls(**args)
 
 
-def main(body, interrupted="interrupted"):
+STOPPED = 75  # exit status of a run stopped by SIGTERM / SIGUSR1 with its checkpoint written (sysexits.h
+# EX_TEMPFAIL, "try again later"): sweep.sh reports such a job as stopped and resumable, not failed
+
+
+class Stopped(Exception):
+    """A graceful stop (stop_signals): the checkpoint is written; main prints the one line."""
+
+
+class WriteError(UserError, OSError):
+    """A write that failed (a full disk, a quota, an I/O error): one line naming the file and its size.
+    Also an OSError, so that code which tolerates a failed optional write still does."""
+
+
+def main(body, interrupted="interrupted", resume="rerun with --resume"):
     """Run a script's main body: UserError becomes one line on stderr and exit 1; so does an OS
-    error (a folder that cannot be made, a full disk), with the file it names."""
+    error (a folder that cannot be made, a full disk), with the file it names. A graceful stop
+    (Stopped) is one line too, with how to resume, and exit status STOPPED."""
     try:
         body()
     except UserError as e:
@@ -110,9 +163,59 @@ def main(body, interrupted="interrupted"):
         where = f": {e.filename}" if e.filename else ""
         print(f"error: {e.strerror or type(e).__name__}{where}", file=sys.stderr)
         sys.exit(1)
+    except Stopped as e:
+        if int(os.environ.get("RANK", 0)) == 0:  # one line for a DDP run, not one per process
+            print(f"{e}; {resume}", file=sys.stderr)
+        sys.exit(STOPPED)
     except KeyboardInterrupt:
         print(interrupted, file=sys.stderr)
         sys.exit(130)
+
+
+# -----------------------------------------------------------------------------
+# Stops: SIGTERM (a scheduler's preemption or time limit, SIGKILL follows) and SIGUSR1 (SLURM's
+# --signal=B:USR1@120 warning) end a training run at its next step boundary, checkpointed
+
+_STOP = dict(depth=0, signum=0)
+
+
+@contextlib.contextmanager
+def stop_signals():
+    """While inside: SIGTERM and SIGUSR1 do not end the process but are recorded, and the training
+    loop stops at its next step boundary (stop_requested). Nested blocks (extend.py around
+    train.py's) share the record; the handlers of before are restored on leaving. Signals reach
+    the main thread only: elsewhere (a test's worker thread) nothing is installed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    if not _STOP["depth"]:
+        _STOP["signum"] = 0
+
+    def note(signum, frame):
+        _STOP["signum"] = max(_STOP["signum"], signum)
+
+    old = {s: signal.signal(s, note) for s in (signal.SIGTERM, signal.SIGUSR1)}
+    _STOP["depth"] += 1
+    try:
+        yield
+    finally:
+        _STOP["depth"] -= 1
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+
+def stop_requested(dist_info):
+    """The name of the signal that asks this run to stop ('' = none). Under DDP every rank gets the
+    same answer (the largest signal number any rank received: one all-reduce of one number per
+    step), so that all stop at the same step even when the signal reached only some of them."""
+    signum = _STOP["signum"]
+    if dist_info.ddp:
+        import torch
+        import torch.distributed as dist
+        t = torch.tensor([signum], device=dist_info.device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        signum = int(t.item())
+    return signal.Signals(signum).name if signum else ""
 
 
 # -----------------------------------------------------------------------------
@@ -120,15 +223,85 @@ def main(body, interrupted="interrupted"):
 
 def atomic_write(path, data, mode="w"):
     """Write to a temp file in the same folder, then rename: readers never see half a file. data:
-    what to write, or a function that writes into the open file (e.g. a torch.save)."""
+    what to write, or a function that writes into the open file (e.g. a torch.save). A write that
+    fails (ENOSPC, EDQUOT, EIO) is one WriteError; the earlier file at path stays as it was and the
+    temp file goes."""
     tmp = f"{path}.tmp{os.getpid()}"
     try:
         with open(tmp, mode) as f:
             data(f) if callable(data) else f.write(data)
         os.replace(tmp, path)
+    except (OSError, RuntimeError) as e:  # torch.save reports a failed write as a RuntimeError
+        cause = os_error(e)
+        if cause is None:
+            raise
+        raise write_error(path, cause, byte_count(data)) from None
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def os_error(e):
+    """The OSError behind exception e (itself, or the one it was raised from or while handling; a
+    WriteError's is the one it reports)."""
+    while e is not None and (not isinstance(e, OSError) or isinstance(e, WriteError)):
+        e = e.__cause__ or e.__context__
+    return e
+
+
+def write_error(path, e, needed):
+    """WriteError for the failed write of `needed` bytes to path (OSError e): the file, the size,
+    the reason, and whether an earlier version of the file is still there."""
+    code = errno.errorcode.get(e.errno, "")
+    kept = f"the earlier {os.path.basename(path)} is kept" if os.path.exists(path) else "nothing written"
+    return WriteError(f"cannot write {path} ({needed:,} bytes): {e.strerror or e}"
+                      f"{f' [{code}]' if code else ''}; {kept}")
+
+
+class _Counter:
+    """A file that only counts what is written into it."""
+    n = 0
+
+    def write(self, b):
+        n = len(b.encode()) if isinstance(b, str) else memoryview(b).nbytes
+        self.n += n
+        return n
+
+    def flush(self):
+        pass
+
+
+def byte_count(data):
+    """Bytes that atomic_write's data makes (a function is run again into a counter: only on failure)."""
+    if callable(data):
+        c = _Counter()
+        data(c)
+        return c.n
+    return len(data.encode()) if isinstance(data, str) else memoryview(data).nbytes
+
+
+class LineLog:
+    """A file of lines appended one at a time (train.py's log.jsonl), unbuffered: each line is
+    written whole, or, when the write fails (a full disk), cut off again and reported as one
+    WriteError, so the file holds whole lines only."""
+
+    def __init__(self, path):
+        self.path, self.f = path, open(path, "ab", buffering=0)
+
+    def write(self, line):
+        data = line.encode()
+        end = self.f.seek(0, os.SEEK_END)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[self.f.write(view):]
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                self.f.truncate(end)
+            raise write_error(self.path, e, len(data)) from None
+
+    def close(self):
+        self.f.close()
 
 
 def clean(x):
@@ -255,6 +428,7 @@ class Dist:
     world: int = 1
     device: str = "cpu"
     backend: str = ""  # the process group's: nccl | gloo ("" without DDP)
+    owner: bool = True  # this setup started the process group (and ends it); False: a caller's (extend.py)
 
     @property
     def master(self):
@@ -277,12 +451,20 @@ def resolve_device(name="auto"):
     raise UserError(f"unknown --device {name!r}: auto | cpu | cuda | cuda:N")
 
 
-def setup_device(name):
+def under_torchrun():
+    return "WORLD_SIZE" in os.environ and (int(os.environ["WORLD_SIZE"]) > 1 or "LOCAL_RANK" in os.environ)
+
+
+def setup_device(name, timeout_s=1800):
     """Pick the device, start DDP under torchrun (gloo on CPU, NCCL on CUDA). Any torchrun launch is
     DDP, --nproc_per_node 1 included (one process through the process group and the DDP wrapper:
-    how a single GPU checks the NCCL path); a plain `python` launch is not."""
+    how a single GPU checks the NCCL path); a plain `python` launch is not. timeout_s: how long a
+    collective waits for a missing process before it fails (instead of hanging). A process group
+    already started is reused, and left to its owner to end (extend.py's, over all its stages:
+    starting a second one in a torchrun worker hung at its rendezvous)."""
     want = resolve_device(name)
-    if "WORLD_SIZE" in os.environ and (int(os.environ["WORLD_SIZE"]) > 1 or "LOCAL_RANK" in os.environ):
+    if under_torchrun():
+        import datetime
         import torch
         import torch.distributed as dist
         rank, world, local = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"])
@@ -290,8 +472,10 @@ def setup_device(name):
             want = f"cuda:{local}"
             torch.cuda.set_device(want)
         backend = "nccl" if want.startswith("cuda") else "gloo"
-        dist.init_process_group(backend)
-        return Dist(True, rank, world, want, backend)
+        owner = not dist.is_initialized()
+        if owner:
+            dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s))
+        return Dist(True, rank, world, want, dist.get_backend(), owner)
     return Dist(False, 0, 1, want)
 
 
@@ -317,6 +501,14 @@ def eval_batch_tokens(device, vocab_size, given=0):
     return max(1, EVAL_LOGITS["cuda" if str(device).startswith("cuda") else "cpu"] // max(vocab_size, 1))
 
 
+def to_device(t, device):
+    """A host tensor onto the device: on CUDA through pinned memory and without blocking the host
+    (the copy queues behind the work already launched); elsewhere a plain .to (a no-op on CPU)."""
+    if str(device).startswith("cuda"):
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
+
+
 def all_reduce_sum(t, dist_info):
     if dist_info.ddp:
         import torch.distributed as dist
@@ -332,14 +524,22 @@ def chain(line):
     in this one process, each as `python script.py args` runs it (a fresh __main__, its own argv
     and sys.path[0]), stopping at the first that fails; -> the exit status. A job then pays the
     start-up of Python and torch (~2.6 s) once, not once a step: a longctx job has 12. Every script
-    seeds its own RNGs at its start, so its numbers are those of a process of its own. A line with
-    any other kind of step (or two interpreters) runs in bash, as before."""
+    seeds its own RNGs at its start, so its numbers are those of a process of its own. Stops as the
+    sweep's job shell stops a chain of processes: a SIGTERM / SIGUSR1 / SIGHUP ends a step that does
+    not handle it at once (a training step checkpoints at its next step boundary) and runs no further
+    step, with status STOPPED. A line with any other kind of step (or two interpreters) runs in bash."""
     import runpy
     import shlex
     steps = [shlex.split(s) for s in line.split(" && ")]
     at = [next((i for i, a in enumerate(s) if a.endswith(".py")), 0) for s in steps]
     if not all(at) or len({tuple(s[:i]) for s, i in zip(steps, at)}) != 1:
         os.execvp("bash", ["bash", "-c", line])
+
+    def stop(signum, frame):  # what the signal's default would do to a step of its own, plus the status
+        raise SystemExit(STOPPED)
+
+    for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGHUP):
+        signal.signal(sig, stop)
     for s, i in zip(steps, at):
         script = s[i]
         argv, path0 = sys.argv, sys.path[0]
@@ -353,10 +553,12 @@ def chain(line):
             sys.argv, sys.path[0] = argv, path0
             sys.stdout.flush()
             sys.stderr.flush()
+        lib = sys.modules.get("cli")  # the module the scripts import (this file runs as __main__)
+        if not code and lib is not None and lib._STOP["signum"]:  # a signal a finished training step noted
+            code = STOPPED
         if code:
             return code
     return 0
-
 
 if __name__ == "__main__":
     if sys.argv[1:2] != ["chain"] or len(sys.argv) != 3:

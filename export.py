@@ -497,6 +497,13 @@ def write_hf(model, enc, folder):
     return model_type
 
 
+def write_cause(e):
+    """The OSError behind a failed write: Python's own, or the one that the Rust writers of
+    safetensors and tokenizers name only in their message ("... (os error 28)")."""
+    m = re.search(r"os error (\d+)", str(e))
+    return cli.os_error(e) or (OSError(int(m[1]), os.strerror(int(m[1]))) if m else None)
+
+
 def for_older_readers(folder):
     """transformers 5 writes RoPE as rope_parameters and the tokenizer class as TokenizersBackend,
     which transformers 4 (and tools built on it) do not read: they would fall back to default RoPE.
@@ -538,7 +545,13 @@ def export_hf(model, cfg, xc, run_result):
     transformers = import_transformers()
     tmp = f"{out}.tmp{os.getpid()}"
     try:
-        write_hf(deployed, enc, tmp)
+        try:
+            write_hf(deployed, enc, tmp)
+        except Exception as e:  # a full disk: one line naming the folder and about what it needs
+            cause = write_cause(e)
+            if cause is None:
+                raise
+            raise cli.write_error(out, cause, sum(p.numel() * 4 for p in deployed.parameters())) from None
         # what the users of the folder will load, checked before it is moved into place
         hf = transformers.AutoModelForCausalLM.from_pretrained(tmp, dtype=torch.float32).to(device).eval()
         check_tokenizer(transformers.AutoTokenizer.from_pretrained(tmp), enc,

@@ -200,23 +200,28 @@ def stage_steps(share, batch, block):
     return max(1, round(share["tokens"] / (batch * block)))
 
 
+def stage_config(ec, parent_cfg, mc, factor, share, out_dir):
+    """(GPTConfig fields that extend the parent's model config mc, TrainConfig) of one stage: the
+    configs alone, no weights (sweep.sh --cost plans the grid's extensions with it too)."""
+    check_method(mc, ec, parent_cfg.algo)
+    new = extended_fields(mc, ec, factor)
+    block = new.get("block_size", mc.block_size)  # swan at factor 1 keeps the length
+    # the parent's tokens per step, held: batch in sequences scales inversely with the length
+    batch = ec.batch_size or max(1, round(parent_cfg.batch_size * mc.block_size / block))
+    L = new.get("rope_original_len", mc.rope_original_len) or block
+    return new, child_config(parent_cfg, ec, block, L, stage_steps(share, batch, block), batch, out_dir)
+
+
 def prepare(ec, parent, which, factor, share, out_dir, loaded=None):
     """Everything checked, nothing written: (model, cfg, lineage) of one extension stage; share: this
     stage's part of the budget."""
     if os.path.realpath(out_dir) == os.path.realpath(parent):
         raise UserError(f"--out_dir {out_dir} is the parent run itself")
     model, parent_cfg, ckpt = loaded or train.load_run(parent, which)
-    mc = model.config
-    check_method(mc, ec, parent_cfg.algo)
-    new = extended_fields(mc, ec, factor)
-    block = new.get("block_size", mc.block_size)  # swan at factor 1 keeps the length
-    # the parent's tokens per step, held: batch in sequences scales inversely with the length
-    batch = ec.batch_size or max(1, round(parent_cfg.batch_size * mc.block_size / block))
-    iters = stage_steps(share, batch, block)
+    new, cfg = stage_config(ec, parent_cfg, model.config, factor, share, out_dir)
     model = train.model_from_checkpoint(ckpt, **new)
     c = model.config
-    L = c.rope_original_len or c.block_size
-    cfg = child_config(parent_cfg, ec, block, L, iters, batch, out_dir)
+    L, block, batch, iters = c.rope_original_len or c.block_size, c.block_size, cfg.batch_size, cfg.iters
     lineage = dict(parent=parent, parent_ckpt=which, parent_step=ckpt["step"], method=ec.method,
                    factor=factor, original_len=L, block_size=block,
                    theta=c.rope_theta, beta_fast=ec.beta_fast, beta_slow=ec.beta_slow,
@@ -254,9 +259,11 @@ def stages(ec, budget=None):
             (stage1, "final", ec.factor, {key: budget[key] - first[key]}, out_dir)]
 
 
+@cli.stop_signals()  # a SIGTERM / SIGUSR1 between stages stops the next one at its first step
 def extend(ec):
     """Run the stages in order. A finished stage is kept (--overwrite redoes it), an unfinished one
-    resumes from its checkpoint, a new one starts from its init.pt."""
+    resumes from its checkpoint, a new one starts from its init.pt. Stopped by a signal: the stage
+    in training writes its ckpt.pt (cli.Stopped), and the same command again resumes it."""
     loaded = train.load_run(ec.run, ec.ckpt)  # the parent, read once for the budget and stage 1
     budget = resolve_budget(ec, loaded)
     plan = stages(ec, budget)
@@ -266,14 +273,19 @@ def extend(ec):
     model, cfg, lineage = prepare(ec, *plan[0], loaded=loaded)  # stage 1 is checked before anything is written
     if len(plan) == 2:
         extended_fields(model.config, ec, ec.factor)  # and stage 2's length
+    master = int(os.environ.get("RANK", 0)) == 0  # under torchrun only rank 0 locks and writes, as train.py
     with contextlib.ExitStack() as held:  # every stage folder is ours before anything is written
+        if cli.under_torchrun():  # one process group for every stage: ranks meet at a barrier per stage
+            cli.setup_device(cfg.device, cfg.dist_timeout)
+            held.callback(destroy_group)
         for _, _, _, _, out in plan:
             os.makedirs(out, exist_ok=True)
-            held.enter_context(cli.locked(out))  # train.py takes the same lock again (re-entrant)
+            if master:
+                held.enter_context(cli.locked(out))  # train.py takes the same lock again (re-entrant)
         if ec.overwrite:
             for _, _, _, _, out in plan:
                 for name in ("result.json", "ckpt.pt", "init.pt"):
-                    if os.path.exists(os.path.join(out, name)):
+                    if master and os.path.exists(os.path.join(out, name)):
                         os.remove(os.path.join(out, name))
             cfg.resume = False
         for k, stage in enumerate(plan):
@@ -283,10 +295,26 @@ def extend(ec):
             if k:
                 model, cfg, lineage = prepare(ec, *stage)
             lineage.update(stage=k + 1, stages=len(plan), budget=budget)
-            if not cfg.resume:  # the rescaled model is the new run's starting point; train.py loads it
+            if not cfg.resume and master:  # the rescaled model is the new run's starting point; train.py loads it
                 train.save_checkpoint(cfg.init_from, model, [], 0, cfg, model.config, dict(lineage=lineage))
-            result = train.train(cfg)
+            wait_for_master()
+            try:
+                result = train.train(cfg)
+            except cli.Stopped as e:
+                raise cli.Stopped(f"{out}: {e}") from None
     return result
+
+
+def wait_for_master():
+    """Under torchrun: every rank waits here until rank 0 has written the stage's files."""
+    if cli.under_torchrun():
+        import torch.distributed as dist
+        dist.barrier()
+
+
+def destroy_group():
+    import torch.distributed as dist
+    dist.destroy_process_group()
 
 
 def parse_args(argv=None):
@@ -295,8 +323,10 @@ def parse_args(argv=None):
 
 def main(argv=None):
     def body():
-        train.report(extend(parse_args(argv)))
-    cli_main(body)
+        result = extend(parse_args(argv))
+        if int(os.environ.get("RANK", 0)) == 0:
+            train.report(result)
+    cli_main(body, resume="rerun the same command to resume")
 
 
 if __name__ == "__main__":

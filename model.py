@@ -19,6 +19,7 @@ from typing import NamedTuple
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
 from cli import flag
 from quant import QATEmbedding, QATLinear, check_bits, parse_clip
@@ -289,7 +290,11 @@ class Attention(nn.Module):
         """-> (attention output [B, T, E], retrieval branch output or None)."""
         B, T, _ = x.shape
         q, k, v, q0, k0 = self.qkv(x, pe)
-        y = attend(q, k, v, self.layer.window, getattr(self, "slopes", None))
+        if self.layer.pos == "expe":  # fp32 under any autocast: ExPE's positions in bf16 go up in steps (8 tokens at 1k)
+            with torch.autocast(x.device.type, enabled=False):
+                y = attend(q.float(), k.float(), v.float(), self.layer.window)
+        else:
+            y = attend(q, k, v, self.layer.window, getattr(self, "slopes", None))
         y = self.c_proj(y.transpose(1, 2).reshape(B, T, -1))
         return y, (self.retr(x, q0, k0, v) if self.retr is not None else None)
 
@@ -380,15 +385,19 @@ class GPT(nn.Module):
             x = x + self.wpe(torch.arange(T, device=idx.device))
         return x
 
-    def forward(self, idx, targets=None, reduction="mean"):
+    def forward(self, idx, targets=None, reduction="mean", rows=None):
         """idx [B, T] token ids -> (logits [B, T, V] float32, loss or None).
-        reduction='none' returns the per-token loss [B, T] (targets < 0 are ignored)."""
+        reduction='none' returns the per-token loss [B, T] (targets < 0 are ignored).
+        rows [B, n] (no targets): the logits [B, n, V] of those positions only, so that scoring a few
+        answer tokens at long T never builds [B, T, V] logits."""
         B, T = idx.shape
         x = self.embed(idx)
         pe = self.positions(T, idx.device)
         for block in self.blocks:
             x = block(x, pe)
         x = self.ln_f(x)
+        if rows is not None:
+            x = x.gather(1, rows[..., None].expand(-1, -1, x.shape[-1]))
         # tied head: reuse the (possibly fake-quantised) embedding matrix
         logits = (self.lm_head(x) if self.lm_head is not None else F.linear(x, self.wte.effective_weight())).float()
         loss = None
@@ -462,6 +471,18 @@ class GPT(nn.Module):
             n = torch.arange(1, T + 1, device=device, dtype=torch.float32)
             pe["logn"] = (torch.log(n) / math.log(L)).clamp_min(1.0)[:, None]
         return pe
+
+
+def flops_per_token(n_params, n_layer, n_embd, seq_len, vocab_size=0):
+    """Training FLOPs (forward + backward) per token: 6 per weight of every matmul, i.e. the
+    n_params non-embedding parameters plus the output head's vocab_size * n_embd (a matmul even
+    when tied to the embedding; the embedding lookup itself is free), plus the attention scores and
+    their weighted sum, 12 * n_layer * n_embd * seq_len (PaLM, arXiv 2204.02311 appendix B, as
+    nanoGPT's estimate_mfu; the full T x T count, although causal kernels skip the masked half).
+    Norm gains count as weights (negligible); fake quantisation counts nothing. A forward pass
+    alone (evaluation) is a third of it. Pure arithmetic: the GPU check's MFU and sweep.sh --cost
+    use this one formula."""
+    return 6 * (n_params + vocab_size * n_embd) + 12 * n_layer * n_embd * seq_len
 
 
 # -----------------------------------------------------------------------------
@@ -549,8 +570,8 @@ def apply_expe(x, values):
     position signal values [T, e] (S + slope * n). Our choice: q and k of each head rather than the
     embedding, so it is a per-layer kind; the logit gains e * (S + slope*n)(S + slope*m) / sqrt(D),
     for a query at n linear in the key position m. No trained parameters."""
-    B, H, T, _ = x.shape
-    return torch.cat([values.to(x.dtype).expand(B, H, T, values.shape[-1]), x[..., values.shape[-1]:]], -1)
+    B, H, T, _ = x.shape  # float32 (the layer attends in fp32): bf16 would round S + slope * n
+    return torch.cat([values.float().expand(B, H, T, values.shape[-1]), x[..., values.shape[-1]:].float()], -1)
 
 
 # -----------------------------------------------------------------------------
@@ -558,6 +579,16 @@ def apply_expe(x, values):
 # MAX_SCORES bounds the attention scores one SDPA call may hold (query block x keys x heads x batch).
 
 MAX_SCORES = 2 ** 25
+GATHER_DEVICE_FRAC = 1 / 64  # CUDA: one block of chunk retrieval's gathered keys (or values), of the device's memory
+
+
+def gather_budget(device):
+    """Elements of gathered keys one chunk-retrieval block may hold: MAX_SCORES / 2 on CPU; on CUDA
+    GATHER_DEVICE_FRAC of the device's memory in fp32 (blocks are recomputed in the backward pass,
+    so only one is alive at a time: bigger blocks mean fewer, larger kernels)."""
+    if device.type != "cuda":
+        return MAX_SCORES // 2
+    return int(torch.cuda.get_device_properties(device).total_memory * GATHER_DEVICE_FRAC) // 4
 
 
 def visible(i, j, window=0):
@@ -574,7 +605,25 @@ def attend(q, k, v, window=0, slopes=None):
     if slopes is not None:
         return alibi_attention(q, k, v, slopes)
     # SDPA's causal kernel never materialises T x T (flash-style on CPU and CUDA)
-    return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=k.shape[1] != q.shape[1])
+    return sdpa(q, k, v, is_causal=True)
+
+
+def kernel_dtype(x):
+    """The dtype SDPA will run x in: autocast's where it is on for x's device, else x's own."""
+    dev = x.device.type
+    return torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else x.dtype
+
+
+def sdpa(q, k, v, **kw):
+    """F.scaled_dot_product_attention kept on the fused kernels. K/V [B, Hkv, T, D] are expanded to
+    the query heads (repeat_interleave: query head h reads key head h // (H / Hkv), as enable_gqa
+    does) unless flash attention takes the call with grouped heads itself: 16-bit and no mask. Flash
+    refuses masks and float32; the memory-efficient kernel that takes them has no grouped-query
+    support (torch 2.11), so enable_gqa there falls to the math kernel and its T x T scores."""
+    H, Hkv = q.shape[1], k.shape[1]
+    if Hkv != H and (kw.get("attn_mask") is not None or kernel_dtype(q) == torch.float32):
+        k, v = k.repeat_interleave(H // Hkv, 1), v.repeat_interleave(H // Hkv, 1)
+    return F.scaled_dot_product_attention(q, k, v, enable_gqa=k.shape[1] != H, **kw)
 
 
 def attention_probs(q, k, start=0, window=0, slopes=None):
@@ -583,29 +632,31 @@ def attention_probs(q, k, start=0, window=0, slopes=None):
     the kernels above compute implicitly. -> [H, n, start + n]."""
     H, n, D = q.shape
     e = start + n
-    s = (q @ k[:, :e].transpose(1, 2)) * D ** -0.5
-    i = torch.arange(start, e, device=q.device)[:, None]
-    j = torch.arange(e, device=q.device)[None]
-    if slopes is not None:
-        s = s - slopes.to(s.device).view(H, 1, 1) * (i - j).to(s.dtype)
-    return torch.softmax(s.masked_fill(~visible(i, j, window), float("-inf")), -1)
+    with torch.autocast(q.device.type, enabled=False):  # fp32 scores under any autocast (bf16: errors ~3e-3)
+        s = (q.float() @ k[:, :e].float().transpose(1, 2)) * D ** -0.5
+        i = torch.arange(start, e, device=q.device)[:, None]
+        j = torch.arange(e, device=q.device)[None]
+        if slopes is not None:
+            s = s - slopes.to(s.device).view(H, 1, 1) * (i - j).to(s.dtype)
+        return torch.softmax(s.masked_fill(~visible(i, j, window), float("-inf")), -1)
 
 
 def sdpa_alibi(q, k, v, slopes, x, **kw):
-    """SDPA with ALiBi folded into two extra q/k columns, because the fast kernels take a boolean
+    """SDPA with ALiBi folded into an extra q/k column, because the fast kernels take a boolean
     mask but a float bias sends them to the slow T x T path: q gains m_h * sqrt(D), k gains x_j (key
     position relative to any per-row constant), so the logit gains m_h * x_j, which is the bias
-    -m_h (i - j) up to a per-row constant that softmax ignores. v gets zero columns (CPU flash
-    wants equal head dims). Runs in float32: positions x in bf16 would be rounded (steps of 16 at 4k)."""
+    -m_h (i - j) up to a per-row constant that softmax ignores. Zero columns pad q, k and v to a head
+    dim that is a multiple of 8 (D + 1 = 65 at D = 64 has no fused CUDA kernel; CPU flash wants
+    equal head dims). Runs in float32: positions x in bf16 would be rounded (steps of 16 at 4k)."""
     B, H, Tq, D = q.shape
     Hkv, Tk = k.shape[1], k.shape[2]
+    pad = -(-(D + 1) // 8) * 8 - D - 1
     m = (slopes.to(q.device) * D ** 0.5).view(1, H, 1, 1).expand(B, H, Tq, 1)
     xk = x.float().view(1, 1, Tk, 1).expand(k.shape[0], Hkv, Tk, 1)
     with torch.autocast(q.device.type, enabled=False):
-        qa = torch.cat([q.float(), m, torch.zeros_like(m)], -1)
-        ka = torch.cat([k.float(), xk, torch.zeros_like(xk)], -1)
-        y = F.scaled_dot_product_attention(qa, ka, F.pad(v.float(), (0, 2)), scale=D ** -0.5,
-                                           enable_gqa=Hkv != H, **kw)
+        qa = F.pad(torch.cat([q.float(), m], -1), (0, pad))
+        ka = F.pad(torch.cat([k.float(), xk], -1), (0, pad))
+        y = sdpa(qa, ka, F.pad(v.float(), (0, pad + 1)), scale=D ** -0.5, **kw)
     return y[..., :D].to(q.dtype)
 
 
@@ -632,7 +683,7 @@ def band_attention(q, k, v, W, slopes=None):
                 vb[:, s:s + n].reshape(B * n, Hkv, 2 * W, D))
         mask = mask.repeat(B, 1, 1, 1)
         if slopes is None:
-            y = F.scaled_dot_product_attention(*args, attn_mask=mask, enable_gqa=Hkv != H)
+            y = sdpa(*args, attn_mask=mask)
         else:  # key position relative to the query block's start: |x| < W
             y = sdpa_alibi(*args, slopes, c[0] - W, attn_mask=mask)
         out.append(y.view(B, n, H, W, D))
@@ -699,13 +750,20 @@ class ChunkRetrieval(nn.Module):
             return None
         lm = self.landmarks(x)
         kc, vc = (t[:, :, :nc * C].reshape(B, t.shape[1], nc, C, D) for t in (k, v))
-        per_block = max(1, MAX_SCORES // 2 // (B * H * min(self.K, nc) * C * D))  # bounds the gathered keys
+        per_block = max(1, gather_budget(q.device) // (B * H * min(self.K, nc) * C * D))  # bounds the gathered keys
         out = [q.new_zeros(B, H, C, D)]  # chunk 0 has nothing to retrieve
         for s in range(C, T, per_block):
-            w, att, _, vg = self._retrieve(q[:, :, s:s + per_block], s, lm, kc, vc)
-            out.append(torch.einsum("bhnk,bhnkd->bhnd", w, torch.einsum("bhnkc,bhnkcd->bhnkd", att, vg)))
+            args = (self._block, q[:, :, s:s + per_block], s, lm, kc, vc)
+            # training: the gathered K/V (~20 GB a layer at 50M, 64 x 1024) are recomputed in the
+            # backward pass instead of saved, so one block's worth is alive at a time
+            out.append(checkpoint(*args, use_reentrant=False) if torch.is_grad_enabled() else args[0](*args[1:]))
         y = torch.cat(out, 2).transpose(1, 2).reshape(B, T, H * D)
         return self.c_proj(y)
+
+    def _block(self, q, s, lm, kc, vc):
+        """Retrieval output [B, H, n, D] of queries s..s+n-1."""
+        w, att, _, vg = self._retrieve(q, s, lm, kc, vc)
+        return torch.einsum("bhnk,bhnkd->bhnd", w, torch.einsum("bhnkc,bhnkcd->bhnkd", att, vg))
 
     def _retrieve(self, q, s, lm, kc, vc):
         """Queries s..s+n-1 -> (w [B, H, n, K] weights of the selected chunks, att [B, H, n, K, C]
@@ -735,12 +793,13 @@ class ChunkRetrieval(nn.Module):
         if T <= C:
             return
         lm = self.landmarks(x)
-        kc = k[:, :, :nc * C].reshape(1, k.shape[1], nc, C, D)
+        kf = k[:, :, :nc * C].reshape(1, k.shape[1], nc, C, D).float()
         for s in range(0, T, n):
             A = q.new_zeros(H, min(n, T - s), T, dtype=torch.float32)
             if s + A.shape[1] > C:
                 a = max(s, C)
-                w, att, idx, _ = self._retrieve(q[:, :, a:s + A.shape[1]], a, lm, kc, kc)
+                with torch.autocast(q.device.type, enabled=False):  # fp32 scores, as attention_probs
+                    w, att, idx, _ = self._retrieve(q[:, :, a:s + A.shape[1]].float(), a, lm.float(), kf, kf)
                 keys = (idx[0, ..., None] * C + torch.arange(C, device=q.device)).flatten(-2)
                 A[:, a - s:].scatter_add_(-1, keys, (w[0, ..., None] * att[0]).flatten(-2).float())
             yield s, A

@@ -3,6 +3,8 @@
 #
 #   bash sweep.sh [--dry-run] STUDY    run a study (--dry-run: print the commands still to run, one a line)
 #   bash sweep.sh --count STUDY        number of lines (jobs) in the study's full grid
+#   bash sweep.sh --cost STUDY         its cost before it runs (cost.py): per job and in total, parameters,
+#                                      tokens, training and evaluation FLOPs, checkpoint bytes, GPU-hours
 #   bash sweep.sh --task I STUDY       run line I (1-based) of the full grid, with the skip/resume check
 #   bash sweep.sh --post STUDY         only the after-sweep steps (grid-distance probe for qat, analyze.py)
 #
@@ -14,24 +16,39 @@
 #   JOBS=N            parallel jobs (default: number of GPUs in GPUS, else CPU cores for tiny, else 1)
 #   GPUS=0,1,2,3      one GPU per job slot: slot k runs with CUDA_VISIBLE_DEVICES=GPUS[k mod len(GPUS)]
 #   PYTHON=python     interpreter (tests point it at a stub); DATA=path adds --data to every training run
-#   EXTRA="..."       extra flags appended to every train.py command (e.g. "--compile")
+#                     (SCALE=paper: a prepared folder, `python data.py prepare SRC OUT --procs N` once;
+#                     a raw corpus is refused: its first job would tokenise it while every other GPU waits)
+#   COMPILE=1|0       train.py --compile (regional torch.compile); default 1 for SCALE=paper, 0 for tiny.
+#                     Gate: tests/gpu_check.py's "compile late QAT" and speed checks on the GPU type first
+#   EXTRA="..."       extra flags appended to every train.py command
 #   CHAIN=1|0         1 (default): a job's steps run in one Python process (python cli.py chain LINE), 0: in bash
+#   MFU=0.4 GPU=H100  --cost: the utilisation and the GPU (its dense bf16 peak) of the GPU-hours; PEAK=TFLOP/s
+#                     for a device not in cost.py's table; VAL_TOKENS=N the val split (default: the bundled corpus's);
+#                     STARTUP=s seconds per process (a CPU prediction; docs/cluster.md)
 # Each job gets OMP_NUM_THREADS = cores / JOBS (at least 1) unless OMP_NUM_THREADS is set.
 #
 # Resume: a run whose OUT/STUDY/RUN/result.json exists is finished and skipped (train.py writes it
 # atomically, last); an unfinished run with a ckpt.pt restarts with --resume; an evaluation step is
-# done when RUN/eval.json exists. Stopping the sweep (Ctrl-C, SIGTERM as from scancel, SIGHUP from a
-# closed terminal: its jobs are stopped too) and rerunning the same command continues where it
-# stopped. A job left running by a SIGKILLed sweep keeps its run folder locked: train.py refuses
-# a second writer there, so the rerun reports that job as failed rather than train it twice. Failed jobs are reported at the end (exit 1); the others still run.
+# done when RUN/eval.json exists. Stopping the sweep (Ctrl-C, SIGTERM as from scancel, SIGUSR1, SIGHUP
+# from a closed terminal: its jobs are stopped too) and rerunning the same command continues where it
+# stopped: a training job stopped by a signal finishes its step and writes its checkpoint first
+# (train.py, exit status 75), and is reported as stopped, resumable, not as failed. A job left
+# running by a SIGKILLed sweep keeps its run folder locked: train.py refuses a second writer there,
+# so the rerun reports that job as failed rather than train it twice. Failed jobs are reported at
+# the end (exit 1); the others still run.
 #
 # Cluster: the grid is a list of independent lines. SLURM job array (one GPU per task), requeue-safe
-# because --task does the same skip/resume check:
+# because --task does the same skip/resume check (docs/cluster.md: costs, stops, full disks):
 #
-#   N=$(SCALE=paper bash sweep.sh --count qat)
+#   N=$(SCALE=paper bash sweep.sh --count qat); SCALE=paper bash sweep.sh --cost qat | tail -1
 #   JID=$(sbatch --parsable --array=1-$N%64 --gres=gpu:1 --cpus-per-task=8 --time=12:00:00 \
-#         --requeue --wrap "SCALE=paper bash sweep.sh --task \$SLURM_ARRAY_TASK_ID qat")
+#         --requeue --signal=B:USR1@120 --wrap "SCALE=paper exec bash sweep.sh --task \$SLURM_ARRAY_TASK_ID qat")
 #   sbatch --dependency=afterany:$JID --gres=gpu:1 --wrap "SCALE=paper bash sweep.sh --post qat"
+#
+# --task passes a SIGTERM or SIGUSR1 on to its job (--signal=B: signals the batch shell only); a job
+# stopped by SIGUSR1 (the warning before the time limit) under SLURM requeues its own task
+# (scontrol requeue $SLURM_JOB_ID), which resumes it. SIGTERM (preemption, scancel) only stops it:
+# --requeue requeues a preempted task; a cancelled one stays cancelled.
 #
 # or hand the plain list to any scheduler: SCALE=paper bash sweep.sh --dry-run qat > jobs.txt
 set -uo pipefail
@@ -45,7 +62,9 @@ OUT=${OUT:-out/sweeps}
 PY=${PYTHON:-python}
 DATA=${DATA:-}
 EXTRA=${EXTRA:-}
+COMPILE=${COMPILE:-}
 
+STOP_RC=75  # a job stopped by a signal at a step boundary, its checkpoint written (train.py: cli.STOPPED)
 die() { echo "sweep.sh: $*" >&2; exit 2; }
 note() { echo "sweep.sh: $*" >&2; }
 # The grid code avoids subshells ($(...), pipes) per line: a 720-line grid stays fast under load.
@@ -56,6 +75,8 @@ emit() {  # print a command with single spaces
 }
 
 case $SCALE in tiny|paper) ;; *) die "unknown SCALE '$SCALE' (tiny | paper)";; esac
+if [[ -z $COMPILE ]]; then [[ $SCALE == paper ]] && COMPILE=1 || COMPILE=0; fi
+case $COMPILE in 0) COMPILE_FLAG="";; 1) COMPILE_FLAG=" --compile";; *) die "COMPILE must be 0 or 1, got '$COMPILE'";; esac
 [[ $OUT == *[[:space:]]* ]] && die "OUT must not contain spaces: '$OUT'"
 [[ $OUT == /* ]] || OUT=${OUT#./}
 
@@ -63,7 +84,7 @@ case $SCALE in tiny|paper) ;; *) die "unknown SCALE '$SCALE' (tiny | paper)";; e
 # Grids: each grid_<study> prints one job per line, fully expanded. A job is one command, or
 # steps joined by ' && ' (train, then extend, then evaluate); each step is skipped on its own once done.
 
-TRAIN_FLAGS="--quiet${DATA:+ --data $DATA}${EXTRA:+ $EXTRA}"  # on every text training run
+TRAIN_FLAGS="--quiet${DATA:+ --data $DATA}$COMPILE_FLAG${EXTRA:+ $EXTRA}"  # on every text training run
 # paper: tokens of val scored by each final pass of a run (full precision, each PTQ bit-width, the QAT
 # deployed model; extensions inherit it): 2^23, 8192 sequences of 1024. Tiny runs score the bundled
 # val split whole (train.py's default, the same 2^23, holds it).
@@ -143,20 +164,32 @@ grid_qat() {
 
 # Probes of the null (QAT seed, Phase 5): AdamW, cosine, longer training, extra sizes, INT4 from the
 # smallest size up. Identical configs (e.g. the FP16 baselines shared by two probes) are one run.
-# tiny (54 runs): the probes at the largest-penalty bit-width (INT3) against FP16, 3 seeds; extra
-# held-out sizes 10K and 0.1M for the INT3 law; INT4 is in the tiny grid itself at every size.
+# tiny (102 runs): the probes at the largest-penalty bit-width (INT3) against FP16, 3 seeds; extra
+# held-out sizes 10K and 0.1M for the INT3 law; INT4 is in the tiny grid itself at every size. The
+# tiny grid runs one LR, so the LR axis is probed at 25K (LRs 0.5 and 2 beside the grid's 1: these
+# runs join the grid's cells, whose verdict then takes each warmdown at its best LR); 9x at 14K and
+# 3x at 25K at the reference cell make D vary at fixed N, which the law in N and D needs.
 grid_qat_probes() {
-    local d=$OUT/qat-probes size bits wd seed m
+    local d=$OUT/qat-probes size bits wd seed m lr sm
     local base pbits seeds sizes sbits swds long_size long lbits int4_sizes int4_seeds int4_wds
+    local lr_size lr_lrs ref_long
     if [[ $SCALE == tiny ]]; then
         base="25K"; pbits="16 3"; seeds="0 1 2"; sizes="10K 0.1M"; sbits="16 3"; swds="0.33"
         long_size=14K; long="3"; lbits="16 3"; int4_sizes=""; int4_seeds=""; int4_wds=""
+        lr_size=25K; lr_lrs="0.5 2"; ref_long="14K:9 25K:3"
     else
         base="15M 50M"; pbits=$QAT_BITS; seeds="0 1 2"; sizes="5M 8M 175M 250M 350M"; sbits=$QAT_BITS; swds=$QAT_WDS
         long_size=15M; long="3 9"; lbits="16 6"
         int4_sizes="3M 5M 8M 15M 20M 30M 50M 100M"; int4_seeds="0 1 2 3 4 5 6 7 8 9"; int4_wds="0.1 0.33"
+        lr_size=""; lr_lrs=""; ref_long=""  # the paper grid has 4 LRs, and 3x / 9x at every warmdown
     fi
     {
+    for size in $lr_size; do for lr in $lr_lrs; do for bits in $pbits; do for seed in $seeds; do
+        for wd in $QAT_WDS; do qat_run "$d" "$size" "$bits" "$wd" "$lr" "$seed"; done
+    done; done; done; done
+    for sm in $ref_long; do for bits in $lbits; do for seed in $seeds; do
+        qat_run "$d" "${sm%:*}" "$bits" 0.33 1 "$seed" --long "${sm#*:}"
+    done; done; done
     for size in $base; do for bits in $pbits; do for seed in $seeds; do
         for wd in $QAT_WDS; do qat_run "$d" "$size" "$bits" "$wd" 1 "$seed" --optimizer adamw; done
         qat_run "$d" "$size" "$bits" 0.33 1 "$seed" --schedule cosine   # warmdown unused by cosine
@@ -296,7 +329,7 @@ grid_lengen() {
             for seed in $seeds; do
                 run=$d/${size}_${t}_${label}_len${n}_s${seed}
                 emit "$PY train.py --algo $t --algo_len 1,$n --algo_offset $offset --size $size $RECIPE $base $flags" \
-                     "--eval_interval 1000 --ckpt_every 1000 --seed $seed --quiet $EXTRA --out_dir $run" \
+                     "--eval_interval 1000 --ckpt_every 1000 --seed $seed --quiet$COMPILE_FLAG $EXTRA --out_dir $run" \
                      "&& $PY evaluate.py $run --tasks $t --lengths $n,$(( 2 * n )),$(( 3 * n )) --quiet"
             done
         done
@@ -358,14 +391,18 @@ job_name() {  # -> JOB_NAME for a job's log file: the run folder of its first st
 # -----------------------------------------------------------------------------
 # Runner: a bash job pool with JOBS slots; a slot's jobs see its GPU as CUDA_VISIBLE_DEVICES.
 
-run_line() {  # exec one job's pending steps; several in one Python process (cli.py chain: Python and torch
-    # start once, not once a step), unless CHAIN=0
-    [[ ${CHAIN:-1} == 1 && $1 == *" && "* ]] && exec $PY "$HERE/cli.py" chain "$1"
-    exec bash -c "$1"
-}
-
 declare -a SLOT_PID=()
 FAILED=()
+STOPPED=()
+
+job_shell() {  # a job's shell: after a TERM / USR1 / HUP it stops the ' && ' chain once the running step
+    # has returned (a training step checkpoints first), with the stopped status. Several steps run in
+    # one Python process (cli.py chain: Python and torch start once, not once a step; it stops the same
+    # way), unless CHAIN=0
+    local run=$1
+    [[ ${CHAIN:-1} == 1 && $1 == *" && "* ]] && printf -v run '%s %q chain %q' "$PY" "$HERE/cli.py" "$1"
+    printf '%s' "trap 'exit $STOP_RC' TERM USR1 HUP; $run"
+}
 
 stop_all() {  # arg: exit status. Each job is its own process group: stop the whole group
     local p
@@ -389,6 +426,7 @@ run_pool() {  # args: LOGDIR ; stdin: command lines
     set -m  # each job in its own process group, so a stop reaches its python children
     trap 'stop_all 130' INT TERM
     trap 'stop_all 129' HUP  # a closed terminal: its jobs, in their own process groups, would not see it
+    trap 'stop_all 138' USR1
     for ((s = 0; s < JOBS; s++)); do SLOT_PID[s]=""; done
     while (( k < n )) || busy; do
         event=0
@@ -397,6 +435,9 @@ run_pool() {  # args: LOGDIR ; stdin: command lines
             if [[ -n $p ]] && ! kill -0 "$p" 2>/dev/null; then  # finished: collect its status
                 wait "$p"; rc=$?
                 if (( rc == 0 )); then note "done   ${names[s]} ($(( SECONDS - t0[s] ))s)"
+                elif (( rc == STOP_RC )); then
+                    note "STOPPED ${names[s]} by a signal, resumable (rerun to resume), log: $logdir/${names[s]}.log"
+                    STOPPED+=("${names[s]}")
                 else note "FAILED ${names[s]} (exit $rc), log: $logdir/${names[s]}.log"; FAILED+=("${names[s]}"); fi
                 SLOT_PID[s]=""; p=""; event=1
             fi
@@ -408,7 +449,7 @@ run_pool() {  # args: LOGDIR ; stdin: command lines
                 {
                     echo "# $(date '+%F %T') $started: $line"
                     if (( ${#gpus[@]} )); then export CUDA_VISIBLE_DEVICES=${gpus[s % ${#gpus[@]}]}; fi
-                    run_line "$line"
+                    exec bash -c "$(job_shell "$line")"
                 } >> "$logdir/${names[s]}.log" 2>&1 < /dev/null &
                 SLOT_PID[s]=$!; event=1
             fi
@@ -416,8 +457,32 @@ run_pool() {  # args: LOGDIR ; stdin: command lines
         (( event )) && nap=0 || nap=$(( nap < 4 ? nap + 1 : 4 ))
         busy && sleep "${naps[nap]}"
     done
-    trap - INT TERM HUP
+    trap - INT TERM HUP USR1
     set +m
+}
+
+run_task() {  # one grid line in the foreground (--task): a TERM / USR1 / HUP sent to this shell reaches
+    local line=$1 pid rc r sig=""  # every process of the job (its own process group), which stops and checkpoints
+    set -m
+    bash -c "$(job_shell "$line")" &
+    pid=$!
+    trap 'sig=TERM; kill -TERM -- "-$pid" 2>/dev/null' TERM
+    trap 'sig=USR1; kill -USR1 -- "-$pid" 2>/dev/null' USR1
+    trap 'sig=HUP; kill -TERM -- "-$pid" 2>/dev/null' HUP INT
+    while :; do  # a trapped signal interrupts wait (status > 128): wait again while the job runs
+        wait "$pid"; rc=$?
+        (( rc > 128 )) && kill -0 "$pid" 2>/dev/null && continue
+        if (( rc > 128 )); then wait "$pid"; r=$?; (( r != 127 )) && rc=$r; fi  # it ended meanwhile
+        break
+    done
+    if (( rc == STOP_RC )); then
+        note "line $task ($JOB_NAME) stopped by SIG${sig:-TERM}, resumable: rerun --task $task to resume"
+        if [[ $sig == USR1 && -n ${SLURM_JOB_ID:-} ]]; then  # the time-limit warning: run the rest later
+            if scontrol requeue "$SLURM_JOB_ID"; then note "requeued SLURM job $SLURM_JOB_ID"
+            else note "scontrol requeue $SLURM_JOB_ID failed: resubmit --task $task"; fi
+        fi
+    fi
+    return "$rc"
 }
 
 # -----------------------------------------------------------------------------
@@ -440,13 +505,13 @@ post() {
         note "grid-distance probe (evaluate.py --tasks grid) on the warmdown checkpoints"
         run_pool "$OUT/qat/logs/probe" < <(probe_lines)
     fi
-    local -a folders=("$OUT/$study") flags=()
+    local -a folders=("$OUT/$study") flags=(--study "$study")  # every run read is this study's
     if [[ $study == qat || $study == qat-probes ]]; then
         # the penalty law is fitted on the grid's sizes and tested on the probes' held-out sizes,
         # so qat-probes is analysed together with the grid (as the QAT seed's Phase 2 + Phase 5)
         qat_axes
         [[ $study == qat-probes && -d $OUT/qat ]] && folders=("$OUT/qat" "$OUT/qat-probes")
-        flags=(--fit_sizes "${QAT_SIZES// /,}" --out "$OUT/$study")
+        flags+=(--fit_sizes "${QAT_SIZES// /,}" --out "$OUT/$study")
     fi
     note "analysis: $PY analyze.py ${folders[*]} ${flags[*]}"
     $PY analyze.py "${folders[@]}" "${flags[@]}" || rc=$?
@@ -482,8 +547,8 @@ estimate() {  # rough wall time of tiny text-training lines, from timings on the
 }
 
 usage() {
-    echo "usage: bash sweep.sh [--dry-run | --count | --task I | --post] STUDY   (studies: $STUDIES;" \
-         "env SCALE=tiny|paper OUT JOBS GPUS PYTHON DATA EXTRA)"
+    echo "usage: bash sweep.sh [--dry-run | --count | --cost | --task I | --post] STUDY   (studies: $STUDIES;" \
+         "env SCALE=tiny|paper OUT JOBS GPUS PYTHON DATA EXTRA; --cost: MFU GPU PEAK VAL_TOKENS STARTUP)"
 }
 
 # -----------------------------------------------------------------------------
@@ -493,6 +558,7 @@ while (( $# )); do
     case $1 in
         --dry-run|-n) mode=dry ;;
         --count) mode=count ;;
+        --cost) mode=cost ;;
         --post) mode=post ;;
         --task) [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || die "--task needs a line number >= 1"; mode=task; task=$2; shift ;;
         --task=*) task=${1#--task=}; [[ $task =~ ^[1-9][0-9]*$ ]] || die "--task needs a line number >= 1"; mode=task ;;
@@ -513,14 +579,24 @@ if [[ -z ${JOBS:-} ]]; then
 fi
 [[ $JOBS =~ ^[1-9][0-9]*$ ]] || die "JOBS must be a positive integer, got '$JOBS'"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( NCPU / JOBS > 0 ? NCPU / JOBS : 1 ))}
-if [[ $SCALE == paper && -z $DATA && $mode != count && $study != lengen ]]; then
+if [[ $SCALE == paper && -z $DATA && $mode != count && $mode != cost && $study != lengen ]]; then
     note "warning: SCALE=paper trains on billions of tokens; set DATA to a large corpus (the bundled one has ~2M)"
+fi
+if [[ $SCALE == paper && -n $DATA && $mode != count && $study != lengen && ! -f $DATA/manifest.json ]] \
+   && ! compgen -G "$DATA/*.bin" > /dev/null; then  # a prepared folder, or a folder of token shards
+    die "SCALE=paper needs DATA to be a prepared folder, not the raw corpus '$DATA' (every job would wait" \
+        "on the first one tokenising it): python data.py prepare $DATA PREPARED --procs N, then DATA=PREPARED"
 fi
 
 mapfile -t GRID < <(grid "$study")
 case $mode in
     count)
         echo "${#GRID[@]}" ;;
+    cost)
+        for line in "${GRID[@]}"; do job_name "$line"; printf '%s\t%s\n' "$JOB_NAME" "$line"; done |
+            "$PY" cost.py --mfu "${MFU:-0.4}" --gpu "${GPU:-H100}" --peak "${PEAK:-0}" --val_tokens "${VAL_TOKENS:-0}" \
+                --startup "${STARTUP:-0}"
+        exit "${PIPESTATUS[1]}" ;;
     dry)
         left=0
         for line in "${GRID[@]}"; do
@@ -529,7 +605,7 @@ case $mode in
         done
         note "$study (SCALE=$SCALE): ${#GRID[@]} jobs, $((${#GRID[@]} - left)) finished, $left to run"
         [[ $SCALE == tiny ]] && for line in "${GRID[@]}"; do pending "$line"; [[ -n $PENDING ]] && echo "$PENDING"; done | estimate >&2
-        note "then: bash sweep.sh --post $study ($([[ $study == qat ]] && echo 'evaluate.py --tasks grid, ')python analyze.py $OUT/$study)"
+        note "then: bash sweep.sh --post $study ($([[ $study == qat ]] && echo 'evaluate.py --tasks grid, ')python analyze.py $OUT/$study --study $study)"
         ;;
     task)
         (( task <= ${#GRID[@]} )) || die "--task $task: $study has ${#GRID[@]} lines"
@@ -537,7 +613,7 @@ case $mode in
         job_name "${GRID[task - 1]}"
         [[ -z $PENDING ]] && { note "line $task ($JOB_NAME) already finished"; exit 0; }
         note "line $task: $PENDING"
-        run_line "$PENDING"
+        run_task "$PENDING"; exit $?
         ;;
     post)
         post "$study"; exit $? ;;
@@ -551,10 +627,14 @@ case $mode in
         note "$study: runs finished in $(( (SECONDS - start) / 60 ))m$(( (SECONDS - start) % 60 ))s, ${#FAILED[@]} failed"
         rc=0
         post "$study" || rc=$?
+        if (( ${#STOPPED[@]} )); then
+            note "${#STOPPED[@]} jobs stopped by a signal (${STOPPED[*]:0:5}${STOPPED[5]:+ ...}), checkpointed: rerun to resume"
+        fi
         if (( ${#FAILED[@]} )); then
             note "${#FAILED[@]} jobs failed (${FAILED[*]:0:5}${FAILED[5]:+ ...}); fix and rerun to resume"
             exit 1
         fi
+        (( ${#STOPPED[@]} )) && exit "$STOP_RC"
         exit $rc
         ;;
 esac

@@ -568,14 +568,17 @@ def algo_targets(task, lengths, rows, block, seed, offset_max=0, cover=False):
 
 
 @torch.no_grad()
+@torch.no_grad()
 def algo_eval(model, task, lengths, block, seed=0, offset_max=0, n=256, device="cpu"):
     """Answer-token loss and exact match of model on n fixed examples with input lengths in
     `lengths` (min, max), every length of the range equally often (n >= max - min + 1): the one
-    evaluation of algorithmic runs, in training and in evaluate.py."""
+    evaluation of algorithmic runs, in training and in evaluate.py. fp32 whatever autocast the
+    caller runs under: an exact-match score must not hinge on bf16 ties between logits."""
     x, y = algo_targets(task, lengths, n, block, ("val", seed), offset_max, cover=True)
     was = model.training
     model.eval()
-    logits, loss = model(x.to(device), y.to(device))
+    with torch.autocast(torch.device(device).type, enabled=False):
+        logits, loss = model(x.to(device), y.to(device))
     model.train(was)
     mask = (y >= 0).long()
     acc = algo_exact_match(logits.argmax(-1).cpu(), y.clamp_min(0), mask).float().mean().item()

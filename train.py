@@ -10,6 +10,7 @@ record. The data pipeline is data.py, the model model.py; extend.py, evaluate.py
 start from the run folders written here (load_run).
 """
 import contextlib
+import copy
 import inspect
 import json
 import math
@@ -36,6 +37,7 @@ FINAL_EVAL_TOKENS = 2 ** 23
 # -----------------------------------------------------------------------------
 # Run configuration: every training flag, with what it does. Architecture flags are GPTConfig's
 # (model.py): given on the command line they land in `model` and override the --size preset.
+
 
 @dataclass
 class TrainConfig:
@@ -85,112 +87,19 @@ class TrainConfig:
     resume: bool = flag(False, "continue the run in out_dir from its last checkpoint")
     overwrite: bool = flag(False, "replace a finished run in out_dir")
     device: str = flag("auto", "auto | cpu | cuda | cuda:N")
-    compile: bool = flag(False, "torch.compile the model (CUDA)")
+    compile: bool = flag(False, "torch.compile the transformer blocks (CUDA; regional: see compile_blocks)")
+    dist_timeout: int = flag(1800, "torchrun: seconds a process waits for the others in a collective before failing")
     quiet: bool = flag(False, "no progress bar")
     model: dict = field(default_factory=dict)  # the GPTConfig flags given on the command line
 
 
-# may change on --resume (the last three only shape the final evaluation, done after the resume)
-FREE_ON_RESUME = ("resume", "quiet", "overwrite", "compile", "out_dir", "cache_dir", "ptq_bits", "final_eval_tokens",
-                  "eval_batch_tokens")
-
-
-def check_config(cfg):
-    """Validate every flag before anything is written. Raises UserError."""
-    if cfg.size not in SIZES:
-        raise UserError(f"unknown size preset {cfg.size!r}; choose from {', '.join(SIZES)}")
-    for name in ("warmup", "warmdown", "qat_start", "min_lr_frac", "short_frac", "task_mix"):
-        if not 0.0 <= getattr(cfg, name) <= 1.0:
-            raise UserError(f"--{name} {getattr(cfg, name)} must be in [0, 1]")
-    if cfg.warmup + cfg.warmdown > 1.0:
-        raise UserError(f"--warmup {cfg.warmup} + --warmdown {cfg.warmdown} exceeds 1")
-    if not 0 < cfg.val_frac < 1:
-        raise UserError(f"--val_frac {cfg.val_frac} must be in (0, 1)")
-    for name, allowed in (("schedule", ("wsd", "cosine")), ("optimizer", ("muon", "adamw")),
-                          ("task_loss", ("all", "answer"))):
-        if getattr(cfg, name) not in allowed:
-            raise UserError(f"unknown --{name} {getattr(cfg, name)!r}: {' | '.join(allowed)}")
-    if cfg.iters < 0 or cfg.tokens < 0 or (cfg.iters == 0 and cfg.tokens == 0 and not cfg.init_from):
-        raise UserError("--iters must be >= 1 (0 only with --init_from: evaluate and record)")
-    if cfg.batch_size < 1 or cfg.grad_accum < 1 or cfg.batch_size % cfg.grad_accum:
-        raise UserError(f"--batch_size {cfg.batch_size} must be a positive multiple of --grad_accum {cfg.grad_accum}")
-    if min(cfg.eval_interval, cfg.ckpt_every, cfg.eval_tokens) < 1 or cfg.seed < 0 or cfg.algo_offset < 0:
-        raise UserError("--eval_interval, --ckpt_every and --eval_tokens must be >= 1, --seed and --algo_offset >= 0")
-    if cfg.final_eval_tokens < 0 or cfg.eval_batch_tokens < 0:
-        raise UserError("--final_eval_tokens and --eval_batch_tokens must be >= 0 (0 = all / sized automatically)")
-    if cfg.lr <= 0 or cfg.muon_lr <= 0 or cfg.adam_lr <= 0 or cfg.weight_decay < 0 or cfg.grad_clip < 0:
-        raise UserError("--lr, --muon_lr, --adam_lr must be > 0; --weight_decay, --grad_clip >= 0")
-    for name in ("out_dir", "cache_dir"):
-        if getattr(cfg, name) and os.path.exists(getattr(cfg, name)) and not os.path.isdir(getattr(cfg, name)):
-            raise UserError(f"--{name} {getattr(cfg, name)} is a file, not a folder")
-    if cfg.task_mix > 0:
-        bad = [t for t in cfg.task_list.split(",") if t not in tasks.TASKS]
-        if bad:
-            raise UserError(f"unknown task {bad[0]!r} in --task_list; choose from {', '.join(tasks.TASKS)}")
-    if cfg.algo and cfg.algo not in tasks.ALGO_TASKS:
-        raise UserError(f"unknown --algo {cfg.algo!r}; choose from {', '.join(tasks.ALGO_TASKS)}")
-    ptq_bits(cfg)
-    save_fractions(cfg)
-    if not cfg.init_from:
-        check_block(cfg, model_config(cfg, 4096).block_size)  # architecture flags fail here, not mid-run
-
-
-def check_block(cfg, block):
-    """The flags that depend on the training context length."""
-    if cfg.short_frac > 0 and (cfg.short_block < 2 or block % cfg.short_block):
-        raise UserError(f"--short_block {cfg.short_block} must divide --block_size {block}")
-    if cfg.algo:
-        longest = algo_lengths(cfg)[1]
-        need = tasks.algo_example_len(cfg.algo, longest, cfg.algo_offset) - 1
-        if need > block:
-            raise UserError(f"--algo {cfg.algo} at length {longest} with --algo_offset "
-                            f"{cfg.algo_offset} needs --block_size >= {need}")
-
-
-def save_fractions(cfg):
-    try:
-        fr = [float(x) for x in cfg.save_at.split(",") if x.strip()]
-    except ValueError:
-        fr = [-1.0]
-    if any(not 0 < f < 1 for f in fr):
-        raise UserError(f"malformed --save_at {cfg.save_at!r}: comma-separated fractions in (0, 1)")
-    return fr
-
-
-def ptq_bits(cfg):
-    try:
-        bits = tuple(int(b) for b in cfg.ptq_bits.split(",") if b.strip())
-        for b in bits:
-            check_bits(b)
-    except ValueError:
-        raise UserError(f"malformed --ptq_bits {cfg.ptq_bits!r}: comma-separated bit-widths in 2..8") from None
-    return bits
-
-
-def algo_lengths(cfg):
-    try:
-        return tasks.algo_lengths(cfg.algo_len)
-    except ValueError as e:
-        raise UserError(str(e)) from None
-
-
-def model_config(cfg, vocab_size):
-    """The GPTConfig of a run: the --size preset's dimensions, then the architecture flags given."""
-    n_layer, n_embd, n_head = SIZES[cfg.size]
-    try:
-        return GPTConfig(**{**dict(vocab_size=vocab_size, n_layer=n_layer, n_embd=n_embd, n_head=n_head),
-                            **cfg.model})
-    except (ValueError, TypeError) as e:
-        raise UserError(str(e)) from None
-
-
-def run_name(cfg, mcfg):
-    return (f"{cfg.size}_b{mcfg.bits}_wd{cfg.warmdown:g}_lr{cfg.lr:g}_{cfg.schedule}"
-            f"_{cfg.optimizer}_s{cfg.seed}")
-
+# may change on --resume (ptq_bits and the final-eval flags only shape the final evaluation, done after the resume)
+FREE_ON_RESUME = ("resume", "quiet", "overwrite", "compile", "out_dir", "cache_dir", "dist_timeout", "ptq_bits",
+                  "final_eval_tokens", "eval_batch_tokens")
 
 # -----------------------------------------------------------------------------
 # Schedule and optimizers
+
 
 def lr_mult(step, total, warmup=0.02, warmdown=0.33, schedule="wsd", min_lr_frac=0.0):
     """LR multiplier at `step` of `total` (progress p = step / total). Pure function.
@@ -210,21 +119,25 @@ def lr_mult(step, total, warmup=0.02, warmdown=0.33, schedule="wsd", min_lr_frac
 
 def newton_schulz5(G, steps=5):
     """Approximate orthogonalisation U V^T of G = U S V^T with the quintic Newton-Schulz
-    iteration of Muon (Keller Jordan 2024); bf16 on GPU, fp32 on CPU."""
+    iteration of Muon (Keller Jordan 2024); bf16 on GPU, fp32 on CPU. G: one matrix [m, n] or a
+    stack of them [N, m, n], each orthogonalised on its own (batched matmuls: one launch per
+    operation for the whole stack instead of one per matrix)."""
     a, b, c = 3.4445, -4.7750, 2.0315
     X = G.bfloat16() if G.is_cuda else G.float()
-    tall = X.size(0) > X.size(1)
+    tall = X.size(-2) > X.size(-1)
     if tall:
-        X = X.T
-    X = X / (X.norm() + 1e-7)
+        X = X.mT
+    X = X / (X.norm(dim=(-2, -1), keepdim=True) + 1e-7)
     for _ in range(steps):
-        A = X @ X.T
+        A = X @ X.mT
         X = a * X + (b * A + c * A @ A) @ X
-    return (X.T if tall else X).to(G.dtype)
+    return (X.mT if tall else X).to(G.dtype)
 
 
 class Muon(torch.optim.Optimizer):
-    """MomentUm Orthogonalized by Newton-schulz, for 2-D weight matrices inside the blocks."""
+    """MomentUm Orthogonalized by Newton-schulz, for 2-D weight matrices inside the blocks. The
+    matrices of one shape are updated together: momentum by foreach ops, Newton-Schulz on their
+    stack (the same arithmetic as one matrix at a time, in a few launches instead of ~30 per matrix)."""
 
     def __init__(self, params, lr=0.02, momentum=0.95, nesterov=True, ns_steps=5):
         super().__init__(params, dict(lr=lr, momentum=momentum, nesterov=nesterov, ns_steps=ns_steps))
@@ -232,17 +145,27 @@ class Muon(torch.optim.Optimizer):
     @torch.no_grad()
     def step(self):
         for group in self.param_groups:
+            same = {}
             for p in group["params"]:
-                if p.grad is None:
-                    continue
-                state = self.state[p]
-                if "momentum_buffer" not in state:
-                    state["momentum_buffer"] = torch.zeros_like(p.grad)
-                buf = state["momentum_buffer"]
-                buf.mul_(group["momentum"]).add_(p.grad)
-                g = p.grad.add(buf, alpha=group["momentum"]) if group["nesterov"] else buf
-                u = newton_schulz5(g, group["ns_steps"])
-                p.add_(u, alpha=-group["lr"] * max(1.0, p.size(0) / p.size(1)) ** 0.5)
+                if p.grad is not None:
+                    same.setdefault((p.shape, p.dtype, p.device), []).append(p)
+            for ps in same.values():
+                for p in ps:
+                    if "momentum_buffer" not in self.state[p]:
+                        self.state[p]["momentum_buffer"] = torch.zeros_like(p.grad)
+                grads, bufs = [p.grad for p in ps], [self.state[p]["momentum_buffer"] for p in ps]
+                torch._foreach_mul_(bufs, group["momentum"])
+                torch._foreach_add_(bufs, grads)
+                g = torch._foreach_add(grads, bufs, alpha=group["momentum"]) if group["nesterov"] else bufs
+                u = newton_schulz5(torch.stack(g), group["ns_steps"])
+                scale = max(1.0, ps[0].size(0) / ps[0].size(1)) ** 0.5
+                torch._foreach_add_(ps, list(u.unbind(0)), alpha=-group["lr"] * scale)
+
+
+def adamw_options(params):
+    """fused=True where every parameter is on CUDA (one kernel for the whole update instead of
+    several per tensor); else PyTorch's default implementation (CPU numbers unchanged)."""
+    return dict(fused=True) if params and all(p.is_cuda for p in params) else {}
 
 
 class AdamW(torch.optim.AdamW):
@@ -282,18 +205,213 @@ def build_optimizers(model, cfg):
     if cfg.optimizer == "adamw":
         groups = [dict(params=block_mats, weight_decay=cfg.weight_decay),
                   dict(params=rest, weight_decay=0.0)]
-        opts = [AdamW(groups, lr=cfg.adam_lr * cfg.lr, betas=betas, eps=1e-8)]
+        opts = [AdamW(groups, lr=cfg.adam_lr * cfg.lr, betas=betas, eps=1e-8, **adamw_options(block_mats + rest))]
     else:
         opts = [Muon(block_mats, lr=cfg.muon_lr * cfg.lr),
-                AdamW(rest, lr=cfg.adam_lr * cfg.lr, betas=betas, eps=1e-8, weight_decay=0.0)]
+                AdamW(rest, lr=cfg.adam_lr * cfg.lr, betas=betas, eps=1e-8, weight_decay=0.0, **adamw_options(rest))]
     for opt in opts:
         for g in opt.param_groups:
             g["base_lr"] = g["lr"]
     return opts
 
+# -----------------------------------------------------------------------------
+# Training: the step, the loop and the finish (the run it works on is set up below)
+
+
+@cli.stop_signals()  # SIGTERM / SIGUSR1: the loop stops at its next step boundary, checkpointed
+def train(cfg):
+    """Train (or resume) one run; returns its result dict. Stopped by a signal: cli.Stopped, with
+    ckpt.pt written; --resume continues it exactly."""
+    run = setup(cfg)
+    try:
+        if os.path.exists(run.path("result.json")):  # --resume of a finished run
+            print(f"{run.out_dir} already finished; nothing to resume")
+            return read_result(run.out_dir)
+        loop(run)
+        result = finish(run)
+        if run.dist.ddp:  # no rank tears the process group down while another still uses it
+            import torch.distributed as dist
+            dist.barrier()
+        return result
+    finally:
+        release(run)
+        if run.dist.ddp and run.dist.owner:
+            import torch.distributed as dist
+            dist.destroy_process_group()
+
+
+def train_step(run, mult):
+    """One optimizer step on the global batch, split over micro-batches and DDP ranks."""
+    cfg, dist = run.cfg, run.dist
+    for o in run.opts:
+        for g in o.param_groups:
+            g["lr"] = g["base_lr"] * mult
+    x, y = data.train_batch(cfg, run.mcfg.block_size, run.corpus, run.step)
+    micro = len(x) // cfg.grad_accum
+    per_rank = micro // dist.world
+    loss_sum = torch.zeros((), device=dist.device)
+    for m in range(cfg.grad_accum):
+        rows = slice(m * micro + dist.rank * per_rank, m * micro + (dist.rank + 1) * per_rank)
+        sync = contextlib.nullcontext() if not dist.ddp or m == cfg.grad_accum - 1 else run.train_model.no_sync()
+        with sync, cli.autocast(dist.device):
+            _, loss = run.train_model(cli.to_device(x[rows], dist.device), cli.to_device(y[rows], dist.device))
+            (loss / cfg.grad_accum).backward()
+        loss_sum += loss.detach() / cfg.grad_accum
+    # the gradient norm (clipped at --grad_clip; inf = measured only, the gradients unchanged)
+    norm = torch.nn.utils.clip_grad_norm_(run.model.parameters(), cfg.grad_clip or math.inf)
+    cli.all_reduce_sum(loss_sum, dist)
+    loss, norm = torch.stack([loss_sum, norm.to(loss_sum.dtype)]).tolist()  # one device sync a step, not two
+    loss /= dist.world
+    if not (math.isfinite(loss) and math.isfinite(norm)):  # stop before the update: weights stay good
+        raise UserError(f"loss is {loss} (gradient norm {norm}) at step {run.step}; stopped. The last "
+                        f"good checkpoint (if any) is kept in {run.out_dir}; try a lower --lr")
+    for o in run.opts:
+        o.step()
+    run.model.zero_grad(set_to_none=True)
+    return loss
+
+
+def loop(run):
+    cfg, iters = run.cfg, run.iters
+    wsd = cfg.schedule == "wsd" and cfg.warmdown > 0 and iters > 0
+    warmdown_step = int(iters * (1 - cfg.warmdown)) if wsd else None
+    extra_steps = {int(iters * f): f for f in save_fractions(cfg)}
+    qat_step = int(iters * cfg.qat_start)
+    log = cli.LineLog(run.path("log.jsonl")) if run.dist.master else None
+    pbar = None
+    if run.dist.master and not cfg.quiet:
+        from tqdm import tqdm
+        pbar = tqdm(total=iters, initial=run.step, dynamic_ncols=True)
+    tokens_per_step = cfg.batch_size * run.mcfg.block_size
+    qat_on = None  # the switch as last set: flipped when it changes, not a fill_ per module per step
+    stop = ""
+    while run.step < iters:
+        stop = cli.stop_requested(run.dist)  # SIGTERM / SIGUSR1: stop here, between two steps
+        if stop:
+            break
+        if run.step == warmdown_step:
+            checkpoint(run, "ckpt_warmdown.pt")
+        if run.step in extra_steps:
+            checkpoint(run, f"ckpt_{extra_steps[run.step]:g}.pt")
+        if run.mcfg.bits < 16 and qat_on != (run.step >= qat_step):
+            qat_on = run.step >= qat_step
+            set_qat(run.model, qat_on)
+        mult = lr_mult(run.step, iters, cfg.warmup, cfg.warmdown, cfg.schedule, cfg.min_lr_frac)
+        ts = time.time()
+        loss = train_step(run, mult)
+        run.step += 1
+        run.train_time += time.time() - ts
+        run.tokens_done += tokens_per_step
+        run.losses.append(loss)
+        row = dict(step=run.step, loss=round(loss, 5), lr_mult=round(mult, 5), tokens=run.step * tokens_per_step)
+        if run.step % cfg.eval_interval == 0 or run.step == iters:
+            ev = last_eval(run, bool(qat_on)) if run.step == iters else val_fn(run, run.model, max_tokens=cfg.eval_tokens)
+            row["val_loss"] = round(ev["loss"], 5)
+            if "acc" in ev:
+                row["val_acc"] = round(ev["acc"], 4)
+        if log:
+            log.write(json.dumps(cli.clean(row), allow_nan=False) + "\n")
+        if pbar:
+            pbar.update(1)
+            pbar.set_postfix(loss=f"{loss:.3f}", lr=f"{mult:.2f}", tok_s=f"{run.tokens_done / run.train_time:.0f}",
+                             refresh=False)  # drawn with the bar's own refresh, not every step
+        if run.step % cfg.ckpt_every == 0 and run.step < iters:
+            checkpoint(run, "ckpt.pt")
+    if pbar:
+        pbar.close()
+    if log:
+        log.close()
+    run.warmdown_step, run.extra_steps = warmdown_step, extra_steps
+    checkpoint(run, "ckpt.pt")  # the final weights, before the record that marks them final (or: where a stop resumes)
+    stop = stop or cli.stop_requested(run.dist)  # also a signal during the last step: stop before the final evaluation
+    if stop:
+        if run.dist.ddp:  # no rank exits before the master's checkpoint is written
+            import torch.distributed as dist
+            dist.barrier()
+        raise cli.Stopped(f"stopped by {stop} at step {run.step}; ckpt.pt written")
+
+
+def smooth_steps(iters):
+    return max(1, iters // 20)  # the smoothed train loss averages the last 5% of steps
+
+
+def val_fn(run, model, max_tokens=0, prefix_tokens=0):
+    """The run's validation: val loss of the corpus, or exact match for --algo runs; a QAT model's
+    weights are quantised once for it (quant.frozen)."""
+    model = frozen(model)
+    if run.cfg.algo:
+        with torch.no_grad():  # no graph for the backward that never comes
+            return tasks.algo_eval(model, run.cfg.algo, algo_lengths(run.cfg), run.mcfg.block_size, run.cfg.seed,
+                                   run.cfg.algo_offset, device=run.dist.device)
+    return evaluate(model, run.corpus.val, run.corpus.token_bytes, run.mcfg.block_size, run.cfg.eval_batch_tokens,
+                    max_tokens=max_tokens, device=run.dist.device, dist_info=run.dist, prefix_tokens=prefix_tokens)
+
+
+def last_eval(run, qat_on):
+    """The loop's eval after its last step, as a final pass of the model as it stands (QAT on or
+    off), kept for finish(); its first eval_tokens are the logged quick eval, so no token is
+    scored twice. A quick eval larger than the final budget is run on its own."""
+    cfg = run.cfg
+    if not cfg.algo and cfg.final_eval_tokens and cfg.eval_tokens > cfg.final_eval_tokens:
+        return val_fn(run, run.model, max_tokens=cfg.eval_tokens)
+    ev = val_fn(run, run.model, cfg.final_eval_tokens, prefix_tokens=0 if cfg.algo else cfg.eval_tokens)
+    run.final = (qat_on, ev)
+    return dict(ev, **ev.get("prefix", {}))
+
+
+def final_pass(run, qat_on):
+    """One final evaluation on final_eval_tokens: the deployed model (QAT on) or full precision."""
+    set_qat(run.model, qat_on)
+    if run.final and run.final[0] == qat_on:
+        return run.final[1]
+    return val_fn(run, run.model, run.cfg.final_eval_tokens)
+
+
+def finish(run):
+    """Final evaluation on final_eval_tokens of the val split (deployed = quantised weights, and full
+    precision), PTQ of full-precision runs on the same tokens, and the record, written last: its
+    presence marks a finished run."""
+    cfg, mcfg, model = run.cfg, run.mcfg, run.model
+    tail = run.losses[-smooth_steps(run.iters):]
+    metrics = dict(train_loss=tail[-1] if tail else None,  # the last step's batch
+                   train_loss_smooth=float(np.mean(tail)) if tail else None,  # less noisy than one batch
+                   unigram_loss=run.corpus.unigram_loss() if run.corpus else None)
+    fp = final_pass(run, False)
+    metrics.update(val_loss_fp=fp["loss"], val_bpb_fp=fp["bpb"], val_tokens=fp["tokens"])
+    if "acc" in fp:
+        metrics["val_acc"] = fp["acc"]
+    if mcfg.bits < 16:
+        q = final_pass(run, True)
+        metrics.update(val_loss=q["loss"], val_bpb=q["bpb"], val_loss_quant=q["loss"],
+                       quant_gap=q["loss"] - fp["loss"])
+    else:
+        metrics.update(val_loss=fp["loss"], val_bpb=fp["bpb"], val_loss_quant=None, quant_gap=None)
+    result = dict(
+        run_name=os.path.basename(os.path.normpath(run.out_dir)), out_dir=run.out_dir, status="done",
+        config=asdict(cfg), model_config=asdict(mcfg), seed=cfg.seed, git_commit=cli.git_commit(),
+        corpus=run.corpus.info if run.corpus else dict(source=f"tasks.py:{cfg.algo}", vocab_size=mcfg.vocab_size),
+        versions=cli.versions(), device=run.dist.device, world_size=run.dist.world,
+        ddp_backend=run.dist.backend or None,
+        params=dict(total=model.num_params(), non_embedding=model.num_params(non_embedding=True)),
+        metrics=metrics, steps=run.iters, tokens=run.iters * cfg.batch_size * mcfg.block_size,
+        wall_time_s=run.wall + time.time() - run.t0,
+        tokens_per_s=run.tokens_done / run.train_time if run.train_time else None,
+        checkpoints=dict(final="ckpt.pt", warmdown="ckpt_warmdown.pt" if run.warmdown_step is not None else None,
+                         save_at={f"{f:g}": f"ckpt_{f:g}.pt" for f in run.extra_steps.values()}),
+    )
+    if run.extra.get("lineage"):
+        result["lineage"] = run.extra["lineage"]
+    if mcfg.bits >= 16 and cfg.ptq_bits and run.corpus:
+        # PTQ baseline: the same grid applied after training, for the QAT-vs-PTQ table. Every DDP
+        # rank evaluates (evaluate() all-reduces); only the master writes the record
+        result["ptq"] = ptq_eval(model, lambda m: val_fn(run, m, cfg.final_eval_tokens), ptq_bits(cfg), mcfg.clip)
+    if run.dist.master:
+        write_json(run.path("result.json"), result)
+    return result
 
 # -----------------------------------------------------------------------------
-# Evaluation
+# Evaluation of the val split
+
 
 @torch.no_grad()
 def evaluate(model, tokens, token_bytes, block_size, batch_tokens=0, max_tokens=0, device="cpu",
@@ -352,9 +470,201 @@ def eval_windows(n_tokens, block_size, max_tokens=0):
     n = n_tokens - 1 if not max_tokens else min(max_tokens, n_tokens - 1)
     return max(n // block_size, 1)
 
+# -----------------------------------------------------------------------------
+# Set-up: everything checked before anything is written, then the run folder claimed
+
+
+@dataclass
+class Run:
+    """What set-up hands to the loop and the finish."""
+    cfg: TrainConfig
+    mcfg: GPTConfig
+    model: torch.nn.Module
+    train_model: torch.nn.Module  # the model as the loop calls it (compiled / DDP-wrapped)
+    opts: list
+    dist: cli.Dist
+    corpus: object                # data.Corpus, or None for --algo runs
+    out_dir: str
+    iters: int
+    step: int = 0
+    tokens_done: int = 0          # tokens trained, over every process that trained this run (resumes)
+    train_time: float = 0.0       # seconds in training steps, likewise: tokens/s = tokens_done / train_time
+    wall: float = 0.0             # wall seconds of earlier processes of this run
+    t0: float = field(default_factory=time.time)
+    losses: list = field(default_factory=list)
+    extra: dict = field(default_factory=dict)  # lineage etc., kept in every checkpoint
+    lock: object = None
+    warmdown_step: int = None
+    extra_steps: dict = field(default_factory=dict)
+    final: tuple = None           # (QAT on, result): a final pass the loop's last eval already ran
+
+    def path(self, name):
+        return os.path.join(self.out_dir, name)
+
+
+def setup(cfg):
+    check_config(cfg)
+    dist = cli.setup_device(cfg.device, cfg.dist_timeout)
+    if cfg.batch_size % (cfg.grad_accum * dist.world):
+        raise UserError(f"--batch_size {cfg.batch_size} must divide by grad_accum x processes "
+                        f"= {cfg.grad_accum * dist.world}")
+    init = load_checkpoint(cfg.init_from) if cfg.init_from else None
+    corpus = None if cfg.algo else corpus_of(cfg)
+    vocab = len(tasks.ALGO_VOCAB) if cfg.algo else corpus.vocab_size
+    torch.manual_seed(cfg.seed)
+    if init:  # another run's weights and architecture, with the model flags given here on top
+        model = model_from_checkpoint(init, **cfg.model)
+        extra = dict(lineage=init.get("extra", {}).get("lineage") or dict(init_from=cfg.init_from))
+    else:
+        model, extra = GPT(model_config(cfg, vocab)), {}
+    mcfg = model.config
+    check_block(cfg, mcfg.block_size)
+    if mcfg.vocab_size != vocab:
+        raise UserError(f"the model's vocabulary ({mcfg.vocab_size}) is not the corpus's ({vocab})")
+    if corpus and (len(corpus.train) < mcfg.block_size + 2 or len(corpus.val) < 2):
+        raise UserError(f"corpus too small: {len(corpus.train)} train tokens for --block_size {mcfg.block_size}")
+    block = mcfg.block_size
+    iters = math.ceil(cfg.tokens / (cfg.batch_size * block)) if cfg.tokens > 0 else cfg.iters
+    out_dir = cfg.out_dir or os.path.join("out", run_name(cfg, mcfg))
+    if not cfg.compile:
+        eager_optimizers()
+    run = Run(cfg, mcfg, model.to(dist.device), model, build_optimizers(model, cfg), dist, corpus, out_dir,
+              iters, extra=extra)
+    if dist.master:
+        os.makedirs(out_dir, exist_ok=True)
+        run.lock = cli.lock_folder(out_dir)  # before the first write; released by train() (or below)
+    try:
+        return claim(run)
+    except BaseException:
+        release(run)
+        raise
+
+
+def model_config(cfg, vocab_size):
+    """The GPTConfig of a run: the --size preset's dimensions, then the architecture flags given."""
+    n_layer, n_embd, n_head = SIZES[cfg.size]
+    try:
+        return GPTConfig(**{**dict(vocab_size=vocab_size, n_layer=n_layer, n_embd=n_embd, n_head=n_head),
+                            **cfg.model})
+    except (ValueError, TypeError) as e:
+        raise UserError(str(e)) from None
+
+
+def run_name(cfg, mcfg):
+    return (f"{cfg.size}_b{mcfg.bits}_wd{cfg.warmdown:g}_lr{cfg.lr:g}_{cfg.schedule}"
+            f"_{cfg.optimizer}_s{cfg.seed}")
+
+
+def corpus_of(cfg):
+    return data.load_corpus(cfg.data, cfg.tokenizer, cfg.vocab_size, cfg.cache_dir, cfg.val_frac)
+
+
+def compile_blocks(model):
+    """--compile, regional: the model as the loop calls it, its transformer blocks torch.compile'd
+    one by one (blocks of one kind share a compiled graph: compile time does not grow with depth;
+    the position tables, embedding and loss stay eager, which keeps dynamic_ntk, learned positions
+    and the other model-level Python out of the graph). A shallow copy of model with the same
+    parameters and buffers: model itself stays eager for evaluation, probes and checkpoints."""
+    view = copy.copy(model)
+    view._modules = dict(model._modules)
+    view.blocks = torch.nn.ModuleList(torch.compile(b) for b in model.blocks)
+    return view
+
+
+def claim(run):
+    """The run folder, locked: resume it, or clear an earlier run's files for a fresh one. A refusal
+    here leaves every file as it was."""
+    cfg, dist, out_dir = run.cfg, run.dist, run.out_dir
+    if os.path.exists(run.path("result.json")) and not cfg.overwrite:
+        if cfg.resume:
+            return run  # finished: train() returns its record
+        raise UserError(f"{out_dir} already holds a finished run; use --overwrite or another --out_dir")
+    if cfg.resume:
+        restore(run)
+    elif os.path.exists(run.path("ckpt.pt")) and not cfg.overwrite:
+        raise UserError(f"{out_dir} holds an unfinished run: --resume continues it, --overwrite starts again")
+    elif dist.master:  # a fresh run: nothing of an earlier run in this folder may survive it
+        for name in os.listdir(out_dir):
+            if name == "result.json" or name == "log.jsonl" or (name.startswith("ckpt") and name.endswith(".pt")):
+                os.remove(run.path(name))
+    if dist.master:
+        cli.remove_stale_tmp(out_dir)  # writes killed half-way
+        truncate_log(run)
+        if run.corpus:
+            run.corpus.remember()  # accepted: a prepared folder's manifest may now note new mtimes
+    if cfg.compile:
+        run.train_model = compile_blocks(run.model)
+    if dist.ddp:  # after compiling: each block's backward is its own graph, so DDP's bucketed
+        # all-reduces start while the earlier blocks are still in backward (overlap)
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        run.train_model = DDP(run.train_model, device_ids=[int(dist.device.split(":")[1])] if "cuda" in dist.device else None)
+    return run
+
+
+def release(run):
+    if run.lock:
+        cli.unlock_folder(run.lock)
+        run.lock = None
+
+
+def restore(run):
+    """--resume: the model, optimizers, RNG, step and loss history of ckpt.pt, after checking that
+    it belongs to this very run (same flags, paths aside)."""
+    if not os.path.exists(run.path("ckpt.pt")):
+        raise UserError(f"--resume: no checkpoint in {run.out_dir}")
+    ckpt = load_checkpoint(run.path("ckpt.pt"))
+    old, new = ckpt["train_config"], asdict(run.cfg)
+    differ = sorted(k for k in set(old) | set(new) if k not in FREE_ON_RESUME and old.get(k) != new.get(k))
+    if differ:
+        raise UserError(f"--resume: flags differ from the checkpoint's run in {run.out_dir}: "
+                        + ", ".join(f"--{k} {old.get(k)!r} -> {new.get(k)!r}" for k in differ[:4]))
+    if len(ckpt["optimizers"]) != len(run.opts):
+        raise UserError(f"--resume: {run.path('ckpt.pt')} has {len(ckpt['optimizers'])} optimizer states, "
+                        f"this run needs {len(run.opts)}")
+    try:
+        run.model.load_state_dict(ckpt["model"])
+        for o, s in zip(run.opts, ckpt["optimizers"]):
+            o.load_state_dict(s)
+        torch.set_rng_state(ckpt["rng"]["torch"])
+        run.step, run.extra = ckpt["step"], dict(ckpt.get("extra", {}))
+        run.losses = [float(x) for x in run.extra.pop("losses", [])]
+        clock = run.extra.pop("clock", {})
+        run.tokens_done, run.train_time, run.wall = (float(clock.get(k, 0)) for k in ("tokens_done", "train_time", "wall"))
+    except (RuntimeError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise UserError(f"incompatible checkpoint {run.path('ckpt.pt')}: "
+                        f"{type(e).__name__}: {cli.first_line(e)}") from None
+
+
+def truncate_log(run):
+    """Keep the log rows up to the resumed step (a fresh run starts an empty log). A row cut
+    short by a kill (or any line that is not a log row) is dropped."""
+    rows = []
+    if run.step and os.path.exists(run.path("log.jsonl")):
+        with open(run.path("log.jsonl"), "rb") as f:
+            for line in f:
+                try:
+                    r = json.loads(line)
+                except ValueError:  # also bytes that are not UTF-8
+                    continue
+                if isinstance(r, dict) and type(r.get("step")) is int and r["step"] <= run.step:
+                    rows.append(r)
+    atomic_write(run.path("log.jsonl"), "".join(json.dumps(cli.clean(r)) + "\n" for r in rows))
 
 # -----------------------------------------------------------------------------
-# Checkpoints and run folders
+# Checkpoints and the one run-folder loader
+
+
+def checkpoint(run, name):
+    """Save the run's state, never non-finite weights. The loss tail and the clock ride along, so
+    a run resumed from its final checkpoint still writes a whole record."""
+    if not all(torch.isfinite(p).all() for p in run.model.parameters()):
+        raise UserError(f"the weights became non-finite by step {run.step}; stopped. The last good "
+                        f"checkpoint (if any) is kept in {run.out_dir}; try a lower --lr")
+    if run.dist.master:
+        clock = dict(tokens_done=run.tokens_done, train_time=run.train_time, wall=run.wall + time.time() - run.t0)
+        save_checkpoint(run.path(name), run.model, run.opts, run.step, run.cfg, run.mcfg,
+                        dict(run.extra, losses=run.losses[-smooth_steps(run.iters):], clock=clock))
+
 
 def save_checkpoint(path, model, opts, step, cfg, mcfg, extra=None):
     """Atomically write model + optimiser + step + RNG + configs (torch.load weights_only-safe)."""
@@ -445,346 +755,91 @@ def read_result(run):
     except (OSError, ValueError) as e:
         raise UserError(f"unreadable {os.path.join(run, 'result.json')}: {type(e).__name__}") from None
 
+# -----------------------------------------------------------------------------
+# Checks of the configuration
 
-def corpus_of(cfg):
-    return data.load_corpus(cfg.data, cfg.tokenizer, cfg.vocab_size, cfg.cache_dir, cfg.val_frac)
 
+def check_config(cfg):
+    """Validate every flag before anything is written. Raises UserError."""
+    if cfg.size not in SIZES:
+        raise UserError(f"unknown size preset {cfg.size!r}; choose from {', '.join(SIZES)}")
+    for name in ("warmup", "warmdown", "qat_start", "min_lr_frac", "short_frac", "task_mix"):
+        if not 0.0 <= getattr(cfg, name) <= 1.0:
+            raise UserError(f"--{name} {getattr(cfg, name)} must be in [0, 1]")
+    if cfg.warmup + cfg.warmdown > 1.0:
+        raise UserError(f"--warmup {cfg.warmup} + --warmdown {cfg.warmdown} exceeds 1")
+    if not 0 < cfg.val_frac < 1:
+        raise UserError(f"--val_frac {cfg.val_frac} must be in (0, 1)")
+    for name, allowed in (("schedule", ("wsd", "cosine")), ("optimizer", ("muon", "adamw")),
+                          ("task_loss", ("all", "answer"))):
+        if getattr(cfg, name) not in allowed:
+            raise UserError(f"unknown --{name} {getattr(cfg, name)!r}: {' | '.join(allowed)}")
+    if cfg.iters < 0 or cfg.tokens < 0 or (cfg.iters == 0 and cfg.tokens == 0 and not cfg.init_from):
+        raise UserError("--iters must be >= 1 (0 only with --init_from: evaluate and record)")
+    if cfg.batch_size < 1 or cfg.grad_accum < 1 or cfg.batch_size % cfg.grad_accum:
+        raise UserError(f"--batch_size {cfg.batch_size} must be a positive multiple of --grad_accum {cfg.grad_accum}")
+    if min(cfg.eval_interval, cfg.ckpt_every, cfg.eval_tokens, cfg.dist_timeout) < 1 or cfg.seed < 0 or cfg.algo_offset < 0:
+        raise UserError("--eval_interval, --ckpt_every, --eval_tokens and --dist_timeout must be >= 1, "
+                        "--seed and --algo_offset >= 0")
+    if cfg.final_eval_tokens < 0 or cfg.eval_batch_tokens < 0:
+        raise UserError("--final_eval_tokens and --eval_batch_tokens must be >= 0 (0 = all / sized automatically)")
+    if cfg.lr <= 0 or cfg.muon_lr <= 0 or cfg.adam_lr <= 0 or cfg.weight_decay < 0 or cfg.grad_clip < 0:
+        raise UserError("--lr, --muon_lr, --adam_lr must be > 0; --weight_decay, --grad_clip >= 0")
+    for name in ("out_dir", "cache_dir"):
+        if getattr(cfg, name) and os.path.exists(getattr(cfg, name)) and not os.path.isdir(getattr(cfg, name)):
+            raise UserError(f"--{name} {getattr(cfg, name)} is a file, not a folder")
+    if cfg.task_mix > 0:
+        bad = [t for t in cfg.task_list.split(",") if t not in tasks.TASKS]
+        if bad:
+            raise UserError(f"unknown task {bad[0]!r} in --task_list; choose from {', '.join(tasks.TASKS)}")
+    if cfg.algo and cfg.algo not in tasks.ALGO_TASKS:
+        raise UserError(f"unknown --algo {cfg.algo!r}; choose from {', '.join(tasks.ALGO_TASKS)}")
+    ptq_bits(cfg)
+    save_fractions(cfg)
+    if not cfg.init_from:
+        check_block(cfg, model_config(cfg, 4096).block_size)  # architecture flags fail here, not mid-run
+
+
+def check_block(cfg, block):
+    """The flags that depend on the training context length."""
+    if cfg.short_frac > 0 and (cfg.short_block < 2 or block % cfg.short_block):
+        raise UserError(f"--short_block {cfg.short_block} must divide --block_size {block}")
+    if cfg.algo:
+        longest = algo_lengths(cfg)[1]
+        need = tasks.algo_example_len(cfg.algo, longest, cfg.algo_offset) - 1
+        if need > block:
+            raise UserError(f"--algo {cfg.algo} at length {longest} with --algo_offset "
+                            f"{cfg.algo_offset} needs --block_size >= {need}")
+
+
+def save_fractions(cfg):
+    try:
+        fr = [float(x) for x in cfg.save_at.split(",") if x.strip()]
+    except ValueError:
+        fr = [-1.0]
+    if any(not 0 < f < 1 for f in fr):
+        raise UserError(f"malformed --save_at {cfg.save_at!r}: comma-separated fractions in (0, 1)")
+    return fr
+
+
+def ptq_bits(cfg):
+    try:
+        bits = tuple(int(b) for b in cfg.ptq_bits.split(",") if b.strip())
+        for b in bits:
+            check_bits(b)
+    except ValueError:
+        raise UserError(f"malformed --ptq_bits {cfg.ptq_bits!r}: comma-separated bit-widths in 2..8") from None
+    return bits
+
+
+def algo_lengths(cfg):
+    try:
+        return tasks.algo_lengths(cfg.algo_len)
+    except ValueError as e:
+        raise UserError(str(e)) from None
 
 # -----------------------------------------------------------------------------
-# Training: set up (everything checked before anything is written), loop, finish
-
-@dataclass
-class Run:
-    """What set-up hands to the loop and the finish."""
-    cfg: TrainConfig
-    mcfg: GPTConfig
-    model: torch.nn.Module
-    train_model: torch.nn.Module  # the model as the loop calls it (compiled / DDP-wrapped)
-    opts: list
-    dist: cli.Dist
-    corpus: object                # data.Corpus, or None for --algo runs
-    out_dir: str
-    iters: int
-    step: int = 0
-    tokens_done: int = 0          # tokens trained, over every process that trained this run (resumes)
-    train_time: float = 0.0       # seconds in training steps, likewise: tokens/s = tokens_done / train_time
-    wall: float = 0.0             # wall seconds of earlier processes of this run
-    t0: float = field(default_factory=time.time)
-    losses: list = field(default_factory=list)
-    extra: dict = field(default_factory=dict)  # lineage etc., kept in every checkpoint
-    lock: object = None
-    warmdown_step: int = None
-    extra_steps: dict = field(default_factory=dict)
-    final: tuple = None           # (QAT on, result): a final pass the loop's last eval already ran
-
-    def path(self, name):
-        return os.path.join(self.out_dir, name)
-
-
-def setup(cfg):
-    check_config(cfg)
-    dist = cli.setup_device(cfg.device)
-    if cfg.batch_size % (cfg.grad_accum * dist.world):
-        raise UserError(f"--batch_size {cfg.batch_size} must divide by grad_accum x processes "
-                        f"= {cfg.grad_accum * dist.world}")
-    init = load_checkpoint(cfg.init_from) if cfg.init_from else None
-    corpus = None if cfg.algo else corpus_of(cfg)
-    vocab = len(tasks.ALGO_VOCAB) if cfg.algo else corpus.vocab_size
-    torch.manual_seed(cfg.seed)
-    if init:  # another run's weights and architecture, with the model flags given here on top
-        model = model_from_checkpoint(init, **cfg.model)
-        extra = dict(lineage=init.get("extra", {}).get("lineage") or dict(init_from=cfg.init_from))
-    else:
-        model, extra = GPT(model_config(cfg, vocab)), {}
-    mcfg = model.config
-    check_block(cfg, mcfg.block_size)
-    if mcfg.vocab_size != vocab:
-        raise UserError(f"the model's vocabulary ({mcfg.vocab_size}) is not the corpus's ({vocab})")
-    if corpus and (len(corpus.train) < mcfg.block_size + 2 or len(corpus.val) < 2):
-        raise UserError(f"corpus too small: {len(corpus.train)} train tokens for --block_size {mcfg.block_size}")
-    block = mcfg.block_size
-    iters = math.ceil(cfg.tokens / (cfg.batch_size * block)) if cfg.tokens > 0 else cfg.iters
-    out_dir = cfg.out_dir or os.path.join("out", run_name(cfg, mcfg))
-    if not cfg.compile:
-        eager_optimizers()
-    run = Run(cfg, mcfg, model.to(dist.device), model, build_optimizers(model, cfg), dist, corpus, out_dir,
-              iters, extra=extra)
-    if dist.master:
-        os.makedirs(out_dir, exist_ok=True)
-        run.lock = cli.lock_folder(out_dir)  # before the first write; released by train() (or below)
-    try:
-        return claim(run)
-    except BaseException:
-        release(run)
-        raise
-
-
-def claim(run):
-    """The run folder, locked: resume it, or clear an earlier run's files for a fresh one. A refusal
-    here leaves every file as it was."""
-    cfg, dist, out_dir = run.cfg, run.dist, run.out_dir
-    if os.path.exists(run.path("result.json")) and not cfg.overwrite:
-        if cfg.resume:
-            return run  # finished: train() returns its record
-        raise UserError(f"{out_dir} already holds a finished run; use --overwrite or another --out_dir")
-    if cfg.resume:
-        restore(run)
-    elif os.path.exists(run.path("ckpt.pt")) and not cfg.overwrite:
-        raise UserError(f"{out_dir} holds an unfinished run: --resume continues it, --overwrite starts again")
-    elif dist.master:  # a fresh run: nothing of an earlier run in this folder may survive it
-        for name in os.listdir(out_dir):
-            if name == "result.json" or name == "log.jsonl" or (name.startswith("ckpt") and name.endswith(".pt")):
-                os.remove(run.path(name))
-    if dist.master:
-        cli.remove_stale_tmp(out_dir)  # writes killed half-way
-        truncate_log(run)
-    if cfg.compile:
-        run.train_model = torch.compile(run.model)
-    if dist.ddp:
-        from torch.nn.parallel import DistributedDataParallel as DDP
-        run.train_model = DDP(run.train_model, device_ids=[int(dist.device.split(":")[1])] if "cuda" in dist.device else None)
-    return run
-
-
-def release(run):
-    if run.lock:
-        cli.unlock_folder(run.lock)
-        run.lock = None
-
-
-def restore(run):
-    """--resume: the model, optimizers, RNG, step and loss history of ckpt.pt, after checking that
-    it belongs to this very run (same flags, paths aside)."""
-    if not os.path.exists(run.path("ckpt.pt")):
-        raise UserError(f"--resume: no checkpoint in {run.out_dir}")
-    ckpt = load_checkpoint(run.path("ckpt.pt"))
-    old, new = ckpt["train_config"], asdict(run.cfg)
-    differ = sorted(k for k in set(old) | set(new) if k not in FREE_ON_RESUME and old.get(k) != new.get(k))
-    if differ:
-        raise UserError(f"--resume: flags differ from the checkpoint's run in {run.out_dir}: "
-                        + ", ".join(f"--{k} {old.get(k)!r} -> {new.get(k)!r}" for k in differ[:4]))
-    if len(ckpt["optimizers"]) != len(run.opts):
-        raise UserError(f"--resume: {run.path('ckpt.pt')} has {len(ckpt['optimizers'])} optimizer states, "
-                        f"this run needs {len(run.opts)}")
-    try:
-        run.model.load_state_dict(ckpt["model"])
-        for o, s in zip(run.opts, ckpt["optimizers"]):
-            o.load_state_dict(s)
-        torch.set_rng_state(ckpt["rng"]["torch"])
-        run.step, run.extra = ckpt["step"], dict(ckpt.get("extra", {}))
-        run.losses = [float(x) for x in run.extra.pop("losses", [])]
-        clock = run.extra.pop("clock", {})
-        run.tokens_done, run.train_time, run.wall = (float(clock.get(k, 0)) for k in ("tokens_done", "train_time", "wall"))
-    except (RuntimeError, ValueError, KeyError, TypeError, AttributeError) as e:
-        raise UserError(f"incompatible checkpoint {run.path('ckpt.pt')}: "
-                        f"{type(e).__name__}: {cli.first_line(e)}") from None
-
-
-def truncate_log(run):
-    """Keep the log rows up to the resumed step (a fresh run starts an empty log). A row cut
-    short by a kill (or any line that is not a log row) is dropped."""
-    rows = []
-    if run.step and os.path.exists(run.path("log.jsonl")):
-        with open(run.path("log.jsonl"), "rb") as f:
-            for line in f:
-                try:
-                    r = json.loads(line)
-                except ValueError:  # also bytes that are not UTF-8
-                    continue
-                if isinstance(r, dict) and type(r.get("step")) is int and r["step"] <= run.step:
-                    rows.append(r)
-    atomic_write(run.path("log.jsonl"), "".join(json.dumps(cli.clean(r)) + "\n" for r in rows))
-
-
-def checkpoint(run, name):
-    """Save the run's state, never non-finite weights. The loss tail and the clock ride along, so
-    a run resumed from its final checkpoint still writes a whole record."""
-    if not all(torch.isfinite(p).all() for p in run.model.parameters()):
-        raise UserError(f"the weights became non-finite by step {run.step}; stopped. The last good "
-                        f"checkpoint (if any) is kept in {run.out_dir}; try a lower --lr")
-    if run.dist.master:
-        clock = dict(tokens_done=run.tokens_done, train_time=run.train_time, wall=run.wall + time.time() - run.t0)
-        save_checkpoint(run.path(name), run.model, run.opts, run.step, run.cfg, run.mcfg,
-                        dict(run.extra, losses=run.losses[-smooth_steps(run.iters):], clock=clock))
-
-
-def smooth_steps(iters):
-    return max(1, iters // 20)  # the smoothed train loss averages the last 5% of steps
-
-
-def val_fn(run, model, max_tokens=0, prefix_tokens=0):
-    """The run's validation: val loss of the corpus, or exact match for --algo runs; a QAT model's
-    weights are quantised once for it (quant.frozen)."""
-    model = frozen(model)
-    if run.cfg.algo:
-        with torch.no_grad():  # no graph for the backward that never comes
-            return tasks.algo_eval(model, run.cfg.algo, algo_lengths(run.cfg), run.mcfg.block_size, run.cfg.seed,
-                                   run.cfg.algo_offset, device=run.dist.device)
-    return evaluate(model, run.corpus.val, run.corpus.token_bytes, run.mcfg.block_size, run.cfg.eval_batch_tokens,
-                    max_tokens=max_tokens, device=run.dist.device, dist_info=run.dist, prefix_tokens=prefix_tokens)
-
-
-def last_eval(run, qat_on):
-    """The loop's eval after its last step, as a final pass of the model as it stands (QAT on or
-    off), kept for finish(); its first eval_tokens are the logged quick eval, so no token is
-    scored twice. A quick eval larger than the final budget is run on its own."""
-    cfg = run.cfg
-    if not cfg.algo and cfg.final_eval_tokens and cfg.eval_tokens > cfg.final_eval_tokens:
-        return val_fn(run, run.model, max_tokens=cfg.eval_tokens)
-    ev = val_fn(run, run.model, cfg.final_eval_tokens, prefix_tokens=0 if cfg.algo else cfg.eval_tokens)
-    run.final = (qat_on, ev)
-    return dict(ev, **ev.get("prefix", {}))
-
-
-def final_pass(run, qat_on):
-    """One final evaluation on final_eval_tokens: the deployed model (QAT on) or full precision."""
-    set_qat(run.model, qat_on)
-    if run.final and run.final[0] == qat_on:
-        return run.final[1]
-    return val_fn(run, run.model, run.cfg.final_eval_tokens)
-
-
-def train_step(run, mult):
-    """One optimizer step on the global batch, split over micro-batches and DDP ranks."""
-    cfg, dist = run.cfg, run.dist
-    for o in run.opts:
-        for g in o.param_groups:
-            g["lr"] = g["base_lr"] * mult
-    x, y = data.train_batch(cfg, run.mcfg.block_size, run.corpus, run.step)
-    micro = len(x) // cfg.grad_accum
-    per_rank = micro // dist.world
-    loss_sum = torch.zeros((), device=dist.device)
-    for m in range(cfg.grad_accum):
-        rows = slice(m * micro + dist.rank * per_rank, m * micro + (dist.rank + 1) * per_rank)
-        sync = contextlib.nullcontext() if not dist.ddp or m == cfg.grad_accum - 1 else run.train_model.no_sync()
-        with sync, cli.autocast(dist.device):
-            _, loss = run.train_model(x[rows].to(dist.device), y[rows].to(dist.device))
-            (loss / cfg.grad_accum).backward()
-        loss_sum += loss.detach() / cfg.grad_accum
-    # the gradient norm (clipped at --grad_clip; inf = measured only, the gradients unchanged)
-    norm = torch.nn.utils.clip_grad_norm_(run.model.parameters(), cfg.grad_clip or math.inf)
-    cli.all_reduce_sum(loss_sum, dist)
-    loss = loss_sum.item() / dist.world
-    if not (math.isfinite(loss) and math.isfinite(norm.item())):  # stop before the update: weights stay good
-        raise UserError(f"loss is {loss} (gradient norm {norm.item()}) at step {run.step}; stopped. The last "
-                        f"good checkpoint (if any) is kept in {run.out_dir}; try a lower --lr")
-    for o in run.opts:
-        o.step()
-    run.model.zero_grad(set_to_none=True)
-    return loss
-
-
-def loop(run):
-    cfg, iters = run.cfg, run.iters
-    wsd = cfg.schedule == "wsd" and cfg.warmdown > 0 and iters > 0
-    warmdown_step = int(iters * (1 - cfg.warmdown)) if wsd else None
-    extra_steps = {int(iters * f): f for f in save_fractions(cfg)}
-    qat_step = int(iters * cfg.qat_start)
-    log = open(run.path("log.jsonl"), "a") if run.dist.master else None
-    pbar = None
-    if run.dist.master and not cfg.quiet:
-        from tqdm import tqdm
-        pbar = tqdm(total=iters, initial=run.step, dynamic_ncols=True)
-    tokens_per_step = cfg.batch_size * run.mcfg.block_size
-    while run.step < iters:
-        if run.step == warmdown_step:
-            checkpoint(run, "ckpt_warmdown.pt")
-        if run.step in extra_steps:
-            checkpoint(run, f"ckpt_{extra_steps[run.step]:g}.pt")
-        qat_on = run.mcfg.bits < 16 and run.step >= qat_step
-        if run.mcfg.bits < 16:
-            set_qat(run.model, qat_on)
-        mult = lr_mult(run.step, iters, cfg.warmup, cfg.warmdown, cfg.schedule, cfg.min_lr_frac)
-        ts = time.time()
-        loss = train_step(run, mult)
-        run.step += 1
-        run.train_time += time.time() - ts
-        run.tokens_done += tokens_per_step
-        run.losses.append(loss)
-        row = dict(step=run.step, loss=round(loss, 5), lr_mult=round(mult, 5), tokens=run.step * tokens_per_step)
-        if run.step % cfg.eval_interval == 0 or run.step == iters:
-            ev = last_eval(run, qat_on) if run.step == iters else val_fn(run, run.model, max_tokens=cfg.eval_tokens)
-            row["val_loss"] = round(ev["loss"], 5)
-            if "acc" in ev:
-                row["val_acc"] = round(ev["acc"], 4)
-        if log:
-            log.write(json.dumps(cli.clean(row), allow_nan=False) + "\n")
-            log.flush()
-        if pbar:
-            pbar.update(1)
-            pbar.set_postfix(loss=f"{loss:.3f}", lr=f"{mult:.2f}", tok_s=f"{run.tokens_done / run.train_time:.0f}",
-                             refresh=False)  # drawn with the bar's own refresh, not every step
-        if run.step % cfg.ckpt_every == 0 and run.step < iters:
-            checkpoint(run, "ckpt.pt")
-    if pbar:
-        pbar.close()
-    if log:
-        log.close()
-    run.warmdown_step, run.extra_steps = warmdown_step, extra_steps
-    checkpoint(run, "ckpt.pt")  # the final weights, before the record that marks them final
-
-
-def finish(run):
-    """Final evaluation on final_eval_tokens of the val split (deployed = quantised weights, and full
-    precision), PTQ of full-precision runs on the same tokens, and the record, written last: its
-    presence marks a finished run."""
-    cfg, mcfg, model = run.cfg, run.mcfg, run.model
-    tail = run.losses[-smooth_steps(run.iters):]
-    metrics = dict(train_loss=tail[-1] if tail else None,  # the last step's batch
-                   train_loss_smooth=float(np.mean(tail)) if tail else None,  # less noisy than one batch
-                   unigram_loss=run.corpus.unigram_loss() if run.corpus else None)
-    fp = final_pass(run, False)
-    metrics.update(val_loss_fp=fp["loss"], val_bpb_fp=fp["bpb"], val_tokens=fp["tokens"])
-    if "acc" in fp:
-        metrics["val_acc"] = fp["acc"]
-    if mcfg.bits < 16:
-        q = final_pass(run, True)
-        metrics.update(val_loss=q["loss"], val_bpb=q["bpb"], val_loss_quant=q["loss"],
-                       quant_gap=q["loss"] - fp["loss"])
-    else:
-        metrics.update(val_loss=fp["loss"], val_bpb=fp["bpb"], val_loss_quant=None, quant_gap=None)
-    result = dict(
-        run_name=os.path.basename(os.path.normpath(run.out_dir)), out_dir=run.out_dir, status="done",
-        config=asdict(cfg), model_config=asdict(mcfg), seed=cfg.seed, git_commit=cli.git_commit(),
-        corpus=run.corpus.info if run.corpus else dict(source=f"tasks.py:{cfg.algo}", vocab_size=mcfg.vocab_size),
-        versions=cli.versions(), device=run.dist.device, world_size=run.dist.world,
-        ddp_backend=run.dist.backend or None,
-        params=dict(total=model.num_params(), non_embedding=model.num_params(non_embedding=True)),
-        metrics=metrics, steps=run.iters, tokens=run.iters * cfg.batch_size * mcfg.block_size,
-        wall_time_s=run.wall + time.time() - run.t0,
-        tokens_per_s=run.tokens_done / run.train_time if run.train_time else None,
-        checkpoints=dict(final="ckpt.pt", warmdown="ckpt_warmdown.pt" if run.warmdown_step is not None else None,
-                         save_at={f"{f:g}": f"ckpt_{f:g}.pt" for f in run.extra_steps.values()}),
-    )
-    if run.extra.get("lineage"):
-        result["lineage"] = run.extra["lineage"]
-    if mcfg.bits >= 16 and cfg.ptq_bits and run.corpus:
-        # PTQ baseline: the same grid applied after training, for the QAT-vs-PTQ table. Every DDP
-        # rank evaluates (evaluate() all-reduces); only the master writes the record
-        result["ptq"] = ptq_eval(model, lambda m: val_fn(run, m, cfg.final_eval_tokens), ptq_bits(cfg), mcfg.clip)
-    if run.dist.master:
-        write_json(run.path("result.json"), result)
-    return result
-
-
-def train(cfg):
-    """Train (or resume) one run; returns its result dict."""
-    run = setup(cfg)
-    try:
-        if os.path.exists(run.path("result.json")):  # --resume of a finished run
-            print(f"{run.out_dir} already finished; nothing to resume")
-            return read_result(run.out_dir)
-        loop(run)
-        result = finish(run)
-        if run.dist.ddp:  # no rank tears the process group down while another still uses it
-            import torch.distributed as dist
-            dist.barrier()
-        return result
-    finally:
-        release(run)
-        if run.dist.ddp:
-            import torch.distributed as dist
-            dist.destroy_process_group()
+# Command line
 
 
 def report(result):

@@ -22,8 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import data  # noqa: E402
 import train  # noqa: E402
-from gpu_check import flops_per_token  # noqa: E402  (the one FLOP-per-token formula, shared with the GPU check)
-from model import GPT  # noqa: E402
+from model import GPT, flops_per_token  # noqa: E402  (the one FLOP-per-token formula, shared with the GPU check)
 
 
 def matmul_peak(n=1024, reps=20):
@@ -38,7 +37,7 @@ def matmul_peak(n=1024, reps=20):
 
 
 def model_flops_per_token(mcfg):
-    """Training FLOPs per token of a GPTConfig (gpu_check.flops_per_token: 6 x matmul params incl.
+    """Training FLOPs per token of a GPTConfig (model.flops_per_token: 6 x matmul params incl.
     the head + the attention scores, PaLM appendix B)."""
     with torch.device("meta"):
         n = GPT(mcfg).num_params(non_embedding=True)

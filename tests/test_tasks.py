@@ -264,6 +264,22 @@ def test_algo_eval_batches_cover_their_length_range():
     assert set(input_lengths(x)) <= set(range(1, 17)) and len(set(input_lengths(x))) > 8
 
 
+def test_algo_eval_is_fp32_and_keeps_no_graph():
+    """The algorithmic evaluation runs without autograd and in fp32 even inside a caller's bf16
+    autocast: the same numbers as outside it."""
+    from model import GPT, GPTConfig
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=len(tasks.ALGO_VOCAB), n_layer=2, n_embd=32, n_head=4, block_size=64))
+    for p in model.parameters():
+        torch.nn.init.normal_(p, std=0.3) if p.ndim == 2 else None
+    seen = []
+    model.blocks[0].mlp.c_fc.register_forward_hook(lambda m, a, out: seen.append((torch.is_grad_enabled(), out.dtype)))
+    want = tasks.algo_eval(model, "copy", (1, 8), 64, n=16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = tasks.algo_eval(model, "copy", (1, 8), 64, n=16)
+    assert got == want and seen == [(False, torch.float32)] * 2 and model.training
+
+
 @pytest.mark.parametrize("flags", [dict(pos="rope"), dict(pos="nope"), dict(pos="alibi"), dict(pos="hope"),
                                    dict(pos="expe"), dict(swan=True, window=8, global_every=2),
                                    dict(chunk_layers="1", chunk_size=8)])

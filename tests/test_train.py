@@ -58,6 +58,112 @@ def test_newton_schulz_orthogonalises():
         assert cos > 0.95
 
 
+def reference_muon_step(params, bufs, ns, lr=0.02, momentum=0.95):
+    """Muon as it was written before the batching: one matrix at a time (ns: newton_schulz5)."""
+    for p, buf in zip(params, bufs):
+        buf.mul_(momentum).add_(p.grad)
+        g = p.grad.add(buf, alpha=momentum)
+        p.data.add_(ns(g), alpha=-lr * max(1.0, p.size(0) / p.size(1)) ** 0.5)
+
+
+def test_batched_muon_equals_per_matrix_muon(monkeypatch):
+    """Matrices of one shape go through Newton-Schulz as one stack: the same numbers, bit for bit,
+    as one matrix at a time, with one orthogonalisation call per shape instead of per matrix."""
+    torch.manual_seed(0)
+    shapes = [(32, 64)] * 3 + [(64, 32)] * 2 + [(48, 48)] * 4 + [(16, 8)]
+    ps = [torch.nn.Parameter(torch.randn(*s) * 0.1) for s in shapes]
+    ref = [torch.nn.Parameter(p.detach().clone()) for p in ps]
+    bufs = [torch.zeros_like(p) for p in ref]
+    opt = train.Muon(ps, lr=0.02)
+    calls = []
+    ns = train.newton_schulz5
+    monkeypatch.setattr(train, "newton_schulz5", lambda G, steps=5: (calls.append(tuple(G.shape)), ns(G, steps))[1])
+    for step in range(3):
+        for p, r in zip(ps, ref):
+            p.grad = torch.randn_like(p)
+            r.grad = p.grad.clone()
+        opt.step()
+        reference_muon_step(ref, bufs, ns)
+    assert all(torch.equal(p, r) for p, r in zip(ps, ref))
+    assert all(torch.equal(opt.state[p]["momentum_buffer"], b) for p, b in zip(ps, bufs))  # per-matrix state: old checkpoints load
+    assert sorted(calls[:4]) == sorted([(3, 32, 64), (2, 64, 32), (4, 48, 48), (1, 16, 8)]) and len(calls) == 12
+
+
+def test_fused_adamw_on_cuda_only(tmp_path):
+    """fused AdamW is chosen where every parameter is on CUDA; CPU keeps PyTorch's default (its
+    numbers unchanged). The choice itself is tested here on stand-ins for CUDA tensors."""
+    class Fake:
+        def __init__(self, cuda):
+            self.is_cuda = cuda
+    assert train.adamw_options([Fake(True), Fake(True)]) == dict(fused=True)
+    assert train.adamw_options([Fake(True), Fake(False)]) == {} and train.adamw_options([]) == {}
+    cfg = tiny_config(tmp_path)
+    model = train.GPT(train.model_config(cfg, 512))
+    for opt in train.build_optimizers(model, cfg)[1:]:
+        assert not opt.defaults.get("fused")
+
+
+def test_host_to_device_copies():
+    """On CUDA a batch goes through pinned memory without blocking; on CPU it is left as it is."""
+    import cli
+    x = torch.arange(6).view(2, 3)
+    assert cli.to_device(x, "cpu") is x
+    seen = []
+
+    class Host:
+        def pin_memory(self):
+            seen.append("pin")
+            return self
+
+        def to(self, device, non_blocking=False):
+            seen.append((device, non_blocking))
+            return "on device"
+    assert cli.to_device(Host(), "cuda:1") == "on device" and seen == ["pin", ("cuda:1", True)]
+
+
+def test_compile_blocks_shares_the_model_and_keeps_it_eager(tmp_path, monkeypatch):
+    """--compile is regional: the loop's model is a view whose blocks are compiled; it shares every
+    parameter with the model, whose own blocks (evaluation, checkpoints) stay eager."""
+    compiled = []
+
+    def fake_compile(m):  # torch.compile's eager backend: the same graph capture, no code generation
+        compiled.append(m)
+        return torch._dynamo.optimize("eager")(m)
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    model = train.GPT(train.model_config(tiny_config(tmp_path, window=8, global_every=2), 512))
+    keys = list(model.state_dict())
+    view = train.compile_blocks(model)
+    assert compiled == list(model.blocks) and all(isinstance(b, torch._dynamo.eval_frame.OptimizedModule) for b in view.blocks)
+    assert all(not isinstance(b, torch._dynamo.eval_frame.OptimizedModule) for b in model.blocks)
+    assert {id(p) for p in view.parameters()} == {id(p) for p in model.parameters()}
+    assert list(model.state_dict()) == keys
+    x = torch.randint(0, 512, (2, 32))
+    loss = view(x, x)[1]
+    loss.backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    eager = model(x, x)[1]
+    eager.backward()
+    assert torch.allclose(loss, eager, atol=1e-6)
+    assert all(torch.allclose(g, p.grad, atol=1e-6) for g, p in zip(grads, model.parameters()))
+
+
+def test_process_group_timeout_flag(monkeypatch):
+    import datetime
+    import cli
+    import torch.distributed as dist
+    got = {}
+    monkeypatch.setattr(dist, "is_initialized", lambda: bool(got))
+    monkeypatch.setattr(dist, "init_process_group", lambda backend, timeout: got.update(backend=backend, timeout=timeout))
+    monkeypatch.setattr(dist, "get_backend", lambda: got["backend"])
+    for k, v in dict(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0").items():
+        monkeypatch.setenv(k, v)
+    d = cli.setup_device("cpu", 90)
+    assert got == dict(backend="gloo", timeout=datetime.timedelta(seconds=90)) and d.owner
+    assert not cli.setup_device("cpu", 90).owner  # a group already started is reused, and left to its owner
+    assert train.TrainConfig().dist_timeout == 1800 and "dist_timeout" in train.FREE_ON_RESUME
+
+
 def test_muon_and_adamw_parameter_groups(tmp_path):
     cfg = tiny_config(tmp_path)
     model = train.GPT(train.model_config(cfg, 512))
@@ -267,13 +373,17 @@ def test_qat_run_reports_deployed_and_fp_loss(tmp_path):
 
 
 def test_late_qat_switches_on_mid_run(tmp_path, monkeypatch):
-    """The QAT switch is a tensor, so the loss changes at the step QAT turns on."""
-    seen = []
-    orig = train.set_qat
+    """The QAT switch (a tensor, so a compiled model follows it) is on from the step QAT turns on,
+    and is set only when it changes: twice in the loop, not once per module per step."""
+    seen, state = [], []
+    orig, step = train.set_qat, train.train_step
     monkeypatch.setattr(train, "set_qat", lambda m, on: (seen.append(on), orig(m, on)))
+    monkeypatch.setattr(train, "train_step", lambda run, mult: (state.append(run.model.blocks[0].mlp.c_fc.qat_on.item()),
+                                                                step(run, mult))[1])
     cfg = tiny_config(tmp_path, bits=3, qat_start=0.5, iters=10)
     train.train(cfg)
-    assert seen[:10] == [False] * 5 + [True] * 5
+    assert state == [0.0] * 5 + [1.0] * 5
+    assert seen[:2] == [False, True] and len(seen) == 4  # then the final evaluation's off and on
 
 
 # ---------------------------------------------------------------- resume
