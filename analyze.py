@@ -1523,6 +1523,7 @@ def lengen_report(runs, gate=0.9, margin=0.05, reference="rope"):
         out[(task, enc, variant)] = {
             "task": task, "encoding": enc, "variant": variant, "n": len(seeds), "seeds": seeds,
             "train_len": train_len, "in_dist": in_dist, "learned": learned, "by_length": by_length,
+            "hope_pairs": hope_pairs(by_seed.values()),
             "score": score, "held_to": held, "vs_reference": None, "verdict": None}
     for key, c in out.items():
         task, enc, variant = key
@@ -1553,6 +1554,28 @@ def lengen_report(runs, gate=0.9, margin=0.05, reference="rope"):
                              "in-distribution exact match is >= threshold"},
             "reference": reference, "margin": margin, "cells": ordered, "excluded": excluded,
             "threshold": lengen_threshold(algo, gate)}
+
+
+def hope_pairs(runs):
+    """HoPE's rotary pairs per head and how many it left unrotated (train.py's run record "hope"),
+    from the first run that has them; None for a cell without HoPE layers."""
+    return next((r["hope"] for r in runs if isinstance(r.get("hope"), dict)), None)
+
+
+def attn_by_distance(evals):
+    """{L: {edges, mean [layer][bucket]}}: evaluate.py's mean attention weight per relative-distance
+    bucket at length L (probes.by_length.L.attn_by_distance), averaged over the seeds that have it."""
+    acc = defaultdict(list)
+    for e in evals:
+        for L, row in (dget(e, "probes", "by_length") or {}).items():
+            v = row.get("attn_by_distance") if isinstance(row, dict) else None
+            if isinstance(v, dict) and isinstance(v.get("mean"), list):
+                acc[L].append(v)
+    out = {}
+    for L in sorted(acc, key=parse_int):
+        vs = [v for v in acc[L] if v["edges"] == acc[L][0]["edges"] and np.shape(v["mean"]) == np.shape(acc[L][0]["mean"])]
+        out[L] = {"edges": vs[0]["edges"], "n": len(vs), "mean": np.mean([v["mean"] for v in vs], 0).tolist()}
+    return out
 
 
 THRESHOLD_DIR = "threshold"  # sweep.sh puts the threshold sweep's runs in OUT/lengen/threshold/
@@ -1768,7 +1791,8 @@ def posenc_report(runs, gate=0.9, margin=0.05, reference="rope"):
             "val_loss": seed_stats({s: num(by_seed[s]["metrics"].get("val_loss")) for s in seeds}),
             "loss_by_length": per_len(lambda e, L: dget(e, "ppl", "by_length", L)),
             "longppl_by_length": per_len(lambda e, L: dget(e, "ppl", "longppl", "by_length", L, "longppl")),
-            "retrieval": retrieval, "learned": learned,
+            "retrieval": retrieval, "learned": learned, "hope_pairs": hope_pairs(by_seed.values()),
+            "attn_by_distance": attn_by_distance(ev.values()),
             "score": seed_stats({s: num(ev[s].get("score")) for s in seeds}),
             "score_def": next((ev[s].get("score_def") for s in seeds if isinstance(ev[s].get("score_def"), str)), None),
             "vs_reference": None, "verdict": None}

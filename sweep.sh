@@ -311,7 +311,8 @@ grid_posenc() {
 # Tiny: per-task recipes measured to learn every task in distribution with every --pos (3 seeds:
 # >= 0.95 exact match, before any extrapolation is read), SWAN (window 8) beside them; plain parity
 # (one answer bit, not learned by any encoding) is kept with RoPE alone as the known failure, which
-# analyze.py's in-distribution gate excludes from the verdict. Chunk attention is not in the tiny
+# analyze.py's in-distribution gate excludes from the verdict; reverse left the tiny grid to make room for
+# the threshold sweep (it extrapolated with no encoding: results/lengen/README.md). Chunk attention is not in the tiny
 # grid (2.5x the cost of a run and 0.89 in distribution on copy in one 600-step try; see the README).
 # Threshold sweep (the LG-bounds abstract: extrapolation appears once the training length passes a
 # threshold; richer tasks need more; 1 vs 2 layers differ): copy, sort, parity_scratch with NoPE trained
@@ -329,10 +330,10 @@ grid_lengen() {
     local d=$OUT/lengen size tasks seeds n base offset swan chunk t v label flags seed run
     local th_tasks th_lens th_depths th_enc nl tn
     if [[ $SCALE == tiny ]]; then
-        size=0.1M; tasks="copy reverse sort parity_scratch parity"; seeds="0 1 2"; n=16; offset=0
+        size=0.1M; tasks="copy sort parity_scratch parity"; seeds="0 1 2"; n=16; offset=0  # reverse: README
         base="--n_head 4 --mlp_ratio 2 --block_size 64 --batch_size 32"
         swan="--swan true --window 8 --global_every 2"; chunk=""
-        th_tasks="copy sort parity_scratch"; th_lens="4 8 16 24"; th_depths="1 2 recipe"; th_enc="nope"
+        th_tasks="copy sort parity_scratch"; th_lens="8 16 24"; th_depths="1 2 recipe"; th_enc="nope"
     else
         size=5M; tasks="copy reverse sort parity parity_scratch majority addition assoc_recall"; seeds="0 1 2"
         n=32; offset=64; base="--block_size 256 --batch_size 32 --iters 20000"

@@ -800,3 +800,23 @@ def test_posenc_chunk_ablation_against_the_full_chunk_model(tmp_path):
     assert rows["chunk_encoder"]["vs_full"]["score"] is None
     assert rows["chunk_bypass"]["verdict"].startswith("not distinguishable from chunk (Δ +0.000")
     assert "### Chunk attention: one principle removed" in (tmp_path / "analysis.md").read_text()
+
+
+def test_posenc_cells_carry_hope_pairs_and_attention_by_distance(tmp_path):
+    """A HoPE cell names the rotary pairs HoPE removed (run record "hope"); every cell with probes has
+    the attention weight by distance per layer, averaged over seeds."""
+    for seed in range(2):
+        for pos in ("rope", "hope"):
+            probes = {"by_length": {"128": {"attn_by_distance": {"edges": [0, 1, 2, 128],
+                                                                 "mean": [[0.5, 0.1 * (seed + 1), 0.01], [0.3, 0.2, 0.02]]}}}}
+            write_run(tmp_path, f"{pos}_s{seed}", {"bits": 16, "seed": seed, "size": "0.1M", "block_size": 128,
+                                                   "model": {"pos": pos}}, {"val_loss": 4.0},
+                      model_config={"pos": pos, "block_size": 128},
+                      extra={"hope": {"pairs": 16, "removed": 10, "cutoff": 128, "head_dim": 32}} if pos == "hope" else None,
+                      eval_={"score": None, "ppl": {"by_length": {"128": 4.0, "256": 4.2}}, "tasks": {}, "probes": probes})
+    assert analyze.main([str(tmp_path), "--no_plots"]) == 0
+    c = {x["encoding"]: x for x in json.loads((tmp_path / "analysis.json").read_text())["posenc"]["cells"]}
+    assert c["hope"]["hope_pairs"] == {"pairs": 16, "removed": 10, "cutoff": 128, "head_dim": 32}
+    assert c["rope"]["hope_pairs"] is None
+    d = c["rope"]["attn_by_distance"]["128"]
+    assert d["n"] == 2 and d["edges"] == [0, 1, 2, 128] and d["mean"][0] == pytest.approx([0.5, 0.15, 0.01])
