@@ -460,8 +460,12 @@ class GPT(nn.Module):
         # HoPE keeps the pairs that complete a rotation within the cutoff (judged on the trained frequencies)
         keep = 2 * math.pi / plain <= (c.hope_cutoff or c.block_size)
         self.register_buffer("hope_keep", keep.float(), persistent=False)
-        self.hope_pairs_removed = int((~keep).sum())  # of rope_dims / 2 pairs (run record: train.py)
         self.rope_attn_factor = attn_factor
+
+    @property
+    def hope_pairs_removed(self):
+        """Rotary pairs per head that HoPE leaves unrotated (of rope_dims / 2; run record: train.py)."""
+        return int((self.hope_keep == 0).sum())
 
     def rope_cos_sin(self, T, device, hope=False, scaled=True):
         """cos, sin [T, rope_dims/2]. hope: HoPE's dropped pairs get angle 0 (cos 1, sin 0:
