@@ -806,7 +806,8 @@ class ChunkRetrieval(nn.Module):
             return None
         lm = self.landmarks(x)
         kc, vc = (t[:, :, :nc * C].reshape(B, t.shape[1], nc, C, D) for t in (k, v))
-        per_block = max(1, gather_budget(q.device) // (B * H * min(self.K, nc) * C * D))  # bounds the gathered keys
+        kept = nc if self.dense_train and self.training else min(self.K, nc)  # chunks gathered per query
+        per_block = max(1, gather_budget(q.device) // (B * H * kept * C * D))  # bounds the gathered keys
         out = [q.new_zeros(B, H, C, D)]  # chunk 0 has nothing to retrieve
         for s in range(C, T, per_block):
             args = (self._block, q[:, :, s:s + per_block], s, lm, kc, vc)
