@@ -1382,17 +1382,25 @@ def longctx_plots(rep):
 # flag that varies between the runs of one task splits cells as the "variant"
 ENCODING_KEYS = ("pos", "pos_pattern", "swan", "window", "global_every", "layer_pattern", "logn_scale",
                  "chunk_layers", "chunk_size", "chunk_topk", "rope_frac", "hope_cutoff", "expe_dims",
-                 "expe_start", "expe_slope")
+                 "expe_start", "expe_slope", "expe_on", "chunk_encoder", "chunk_bypass", "chunk_dense_train")
+# chunk attention's ablations (arXiv 2510.17196's principles removed one at a time): flag -> (value, suffix)
+CHUNK_ABLATIONS = {"chunk_encoder": ("linear", "-linear"), "chunk_bypass": (False, "-fused"),
+                   "chunk_dense_train": (True, "-dense")}
 
 
 def encoding(mc):
-    """Positional variant of a run from its model_config: 'swan', 'chunk', or the --pos kind (with a
-    sliding window or a per-layer pattern appended when set)."""
+    """Positional variant of a run from its model_config: 'swan', 'chunk' (with '-linear', '-fused',
+    '-dense' for each principle removed: CHUNK_ABLATIONS), or the --pos kind (with a sliding window or a
+    per-layer pattern appended when set; 'expe-qk' for ExPE written into q and k, which a record
+    without expe_on predates the embedding form and so is)."""
     if mc.get("swan"):
         return "swan"
     if str(mc.get("chunk_layers") or "").strip():
-        return "chunk"
+        return "chunk" + "".join(suf for k, (v, suf) in CHUNK_ABLATIONS.items()
+                                 if k in mc and str(mc[k]).lower() == str(v).lower())
     name = str(mc.get("pos") or "rope")
+    if name == "expe" and mc.get("expe_on", "qk") == "qk":
+        name = "expe-qk"
     if mc.get("pos_pattern"):
         name += f"[{mc['pos_pattern']}]"
     if num(mc.get("window")):
@@ -1400,7 +1408,8 @@ def encoding(mc):
     return name
 
 
-ENCODING_ORDER = {e: i for i, e in enumerate(("rope", "nope", "alibi", "hope", "expe", "swan", "chunk"))}
+ENCODING_ORDER = {e: i for i, e in enumerate(("rope", "nope", "alibi", "hope", "expe", "expe-qk", "sinusoidal",
+                                               "swan", "chunk", "chunk-linear", "chunk-fused", "chunk-dense"))}
 
 
 def score_verdict(p, reference, margin):
@@ -1466,6 +1475,8 @@ def lengen_report(runs, gate=0.9, margin=0.05, reference="rope"):
         return None
     by_task = defaultdict(list)
     for r in algo:
+        if threshold_run(r):  # the threshold sweep's own runs: lengen.threshold only
+            continue
         by_task[str(r["config"]["algo"])].append(r)
     keyed = []
     for task in sorted(by_task):
@@ -1512,6 +1523,7 @@ def lengen_report(runs, gate=0.9, margin=0.05, reference="rope"):
         out[(task, enc, variant)] = {
             "task": task, "encoding": enc, "variant": variant, "n": len(seeds), "seeds": seeds,
             "train_len": train_len, "in_dist": in_dist, "learned": learned, "by_length": by_length,
+            "hope_pairs": hope_pairs(by_seed.values()),
             "score": score, "held_to": held, "vs_reference": None, "verdict": None}
     for key, c in out.items():
         task, enc, variant = key
@@ -1540,7 +1552,101 @@ def lengen_report(runs, gate=0.9, margin=0.05, reference="rope"):
     return {"gate": {"metric": "metrics.val_acc", "threshold": gate,
                      "rule": "a cell enters the extrapolation verdict when the mean over seeds of its "
                              "in-distribution exact match is >= threshold"},
-            "reference": reference, "margin": margin, "cells": ordered, "excluded": excluded}
+            "reference": reference, "margin": margin, "cells": ordered, "excluded": excluded,
+            "threshold": lengen_threshold(algo, gate)}
+
+
+def hope_pairs(runs):
+    """HoPE's rotary pairs per head and how many it left unrotated (train.py's run record "hope"),
+    from the first run that has them; None for a cell without HoPE layers."""
+    return next((r["hope"] for r in runs if isinstance(r.get("hope"), dict)), None)
+
+
+def attn_by_distance(evals):
+    """{L: {edges, mean [layer][bucket]}}: evaluate.py's mean attention weight per relative-distance
+    bucket at length L (probes.by_length.L.attn_by_distance), averaged over the seeds that have it."""
+    acc = defaultdict(list)
+    for e in evals:
+        for L, row in (dget(e, "probes", "by_length") or {}).items():
+            v = row.get("attn_by_distance") if isinstance(row, dict) else None
+            if isinstance(v, dict) and isinstance(v.get("mean"), list):
+                acc[L].append(v)
+    out = {}
+    for L in sorted(acc, key=parse_int):
+        vs = [v for v in acc[L] if v["edges"] == acc[L][0]["edges"] and np.shape(v["mean"]) == np.shape(acc[L][0]["mean"])]
+        out[L] = {"edges": vs[0]["edges"], "n": len(vs), "mean": np.mean([v["mean"] for v in vs], 0).tolist()}
+    return out
+
+
+THRESHOLD_DIR = "threshold"  # sweep.sh puts the threshold sweep's runs in OUT/lengen/threshold/
+# The order of the training-length thresholds we read the LG-bounds abstract to predict ("richer tasks
+# need longer training"), ranked by how much of the input one output token must combine: copy reads one
+# earlier token (found by matching), sort compares one token with all the others (a count), and the
+# parity scratchpad composes a running state over all the input.
+THRESHOLD_PREDICTED = ("copy", "sort", "parity_scratch")
+
+
+def threshold_run(r):
+    return os.path.basename(os.path.dirname(os.path.normpath(r.get("_dir") or ""))) == THRESHOLD_DIR
+
+
+def bin_at(by_len, hi):
+    """Exact match of the eval.json by_length bin ending at input length hi, or None."""
+    v = (by_len or {}).get(str(hi)) if isinstance(by_len, dict) else None
+    return num(v.get("exact")) if isinstance(v, dict) else None
+
+
+def threshold_of(points, gate):
+    """The training-length threshold: the smallest N from which every trained length N' >= N holds
+    mean exact match >= gate at 2N' (and in distribution); None when the longest one does not.
+    points: [{train_len, in_dist, at_2x}] with stats (mean) values, any order."""
+    thr = None
+    for p in sorted(points, key=lambda p: p["train_len"], reverse=True):
+        ok = all(p[k]["mean"] is not None and p[k]["mean"] >= gate for k in ("in_dist", "at_2x"))
+        if not ok:
+            break
+        thr = p["train_len"]
+    return thr
+
+
+def lengen_threshold(algo, gate=0.9):
+    """lengen.threshold: per (task, n_layer, encoding) trained at >= 2 maximum input lengths N (the
+    threshold sweep's runs and the main grid's), over seeds: in-distribution exact match and exact match
+    in the bins ending at 2N and 3N, and the threshold (threshold_of)."""
+    groups = defaultdict(lambda: defaultdict(dict))
+    for r in algo:
+        task = str(r["config"]["algo"])
+        try:
+            N = int(str(r["config"].get("algo_len")).split(",")[-1])
+        except ValueError:
+            continue
+        key = (task, num(r["model_config"].get("n_layer")), encoding({**r["model_config"], **r["config"]["model"]}))
+        groups[key][N][r["config"].get("seed")] = r
+    rows = []
+    for (task, n_layer, enc), by_n in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0,
+                                                                             ENCODING_ORDER.get(kv[0][2], 99))):
+        if len(by_n) < 2:
+            continue
+        pts = []
+        for N in sorted(by_n):
+            rs = by_n[N]
+            by_len = {s: dget(r, "eval", "tasks", task, "by_length") for s, r in rs.items()}
+            pts.append({"train_len": N, "n": len(rs), "seeds": sorted(rs, key=lambda s: (num(s) is None, num(s) or 0)),
+                        "in_dist": seed_stats({s: num(r["metrics"].get("val_acc")) for s, r in rs.items()}),
+                        "at_2x": seed_stats({s: bin_at(by_len[s], 2 * N) for s in rs}),
+                        "at_3x": seed_stats({s: bin_at(by_len[s], 3 * N) for s in rs})})
+        rows.append({"task": task, "n_layer": int(n_layer) if n_layer else None, "encoding": enc,
+                     "threshold": threshold_of(pts, gate), "by_train_len": pts})
+    if not rows:
+        return None
+    measured = {}
+    for depth in sorted({r["n_layer"] for r in rows if r["n_layer"]}):
+        at = {r["task"]: r["threshold"] for r in rows if r["n_layer"] == depth}
+        measured[str(depth)] = sorted(at, key=lambda t: (at[t] is None, at[t] or 0, THRESHOLD_PREDICTED.index(t)
+                                                         if t in THRESHOLD_PREDICTED else 99))
+    return {"rule": f"the smallest trained maximum length N from which every longer trained N' holds mean exact "
+                    f"match >= {gate} in distribution and in the bin ending at 2N' (null: the longest does not)",
+            "gate": gate, "predicted_order": list(THRESHOLD_PREDICTED), "measured_order": measured, "rows": rows}
 
 
 def lengen_md(lg):
@@ -1576,6 +1682,27 @@ def lengen_md(lg):
     L += [f"Excluded by the gate ({len(ex)} cells): " + (", ".join(
         f"{x['task']}/{x['encoding']}{' [' + x['variant'] + ']' if x['variant'] else ''} "
         f"({f(x['in_dist_mean'], '.3f')})" for x in ex) if ex else "none") + ".", ""]
+    return L + threshold_md(lg.get("threshold"))
+
+
+def threshold_md(th):
+    if not th:
+        return []
+    lens = sorted({p["train_len"] for r in th["rows"] for p in r["by_train_len"]})
+    L = ["### The training-length threshold", "",
+         f"Exact match at 2N (in distribution / at 3N in brackets), mean over seeds, per maximum training length "
+         f"N. Threshold: {th['rule']}.", ""]
+    rows = []
+    for r in th["rows"]:
+        by = {p["train_len"]: p for p in r["by_train_len"]}
+        rows.append([r["task"], str(r["n_layer"]), r["encoding"]]
+                    + [(f"{f(by[N]['at_2x']['mean'], '.2f')} ({f(by[N]['in_dist']['mean'], '.2f')} / "
+                        f"{f(by[N]['at_3x']['mean'], '.2f')}) n={by[N]['n']}") if N in by else "-" for N in lens]
+                    + [f(r["threshold"]) if r["threshold"] is not None else "never"])
+    L += table(["task", "layers", "encoding"] + [f"N={N}" for N in lens] + ["threshold"], rows) + [""]
+    L += [f"Predicted order of the thresholds (lowest first): {', '.join(th['predicted_order'])}; measured "
+          "(never last): " + "; ".join(f"{d} layers: {', '.join(o)}" for d, o in th["measured_order"].items())
+          + ".", ""]
     return L
 
 
@@ -1596,7 +1723,25 @@ def lengen_plots(rep):
         if tl:
             ax.axvline(tl[1] + 0.5, color="grey", ls=":", lw=1)
         ax.set(title=task, xlabel="input length (bin centre)", ylabel="exact match", ylim=(-0.03, 1.03))
-    return [("lengen_accuracy.png", fig)]
+    return [("lengen_accuracy.png", fig)] + threshold_plot(lg.get("threshold"))
+
+
+def threshold_plot(th):
+    """lengen_threshold.png: exact match at 2N against the maximum training length N, one panel per
+    task, one line per (layers, encoding) with its seed band; the dashed line is the gate."""
+    if not th:
+        return []
+    tasks_ = list(dict.fromkeys(r["task"] for r in th["rows"]))
+    fig, axs = figures(len(tasks_), 4)
+    colour = {}
+    for ax, task in zip(axs[0], tasks_):
+        rs = [r for r in th["rows"] if r["task"] == task]
+        by_length_panel(ax, [(f"L{r['n_layer']}", f"{r['n_layer']} layers, {r['encoding']}"
+                              + (f" (threshold {r['threshold']})" if r["threshold"] is not None else " (never)"), True,
+                              [(p["train_len"], p["at_2x"]) for p in r["by_train_len"]]) for r in rs], colour, clip=True)
+        ax.axhline(th["gate"], color="grey", ls="--", lw=1)
+        ax.set(title=task, xlabel="maximum training length N", ylabel="exact match at N+1..2N", ylim=(-0.03, 1.03))
+    return [("lengen_threshold.png", fig)]
 
 # =============================================================================
 # study: posenc -- positional encodings trained short, evaluated long on text and retrieval
@@ -1646,7 +1791,8 @@ def posenc_report(runs, gate=0.9, margin=0.05, reference="rope"):
             "val_loss": seed_stats({s: num(by_seed[s]["metrics"].get("val_loss")) for s in seeds}),
             "loss_by_length": per_len(lambda e, L: dget(e, "ppl", "by_length", L)),
             "longppl_by_length": per_len(lambda e, L: dget(e, "ppl", "longppl", "by_length", L, "longppl")),
-            "retrieval": retrieval, "learned": learned,
+            "retrieval": retrieval, "learned": learned, "hope_pairs": hope_pairs(by_seed.values()),
+            "attn_by_distance": attn_by_distance(ev.values()),
             "score": seed_stats({s: num(ev[s].get("score")) for s in seeds}),
             "score_def": next((ev[s].get("score_def") for s in seeds if isinstance(ev[s].get("score_def"), str)), None),
             "vs_reference": None, "verdict": None}
@@ -1676,7 +1822,40 @@ def posenc_report(runs, gate=0.9, margin=0.05, reference="rope"):
     return {"gate": {"metric": "retrieval exact match at the training length", "threshold": gate},
             "reference": reference, "margin": margin, "cells": ordered,
             "excluded": [{"training": c["training"], "encoding": c["encoding"], "n": c["n"]}
-                         for c in ordered if c["learned"] is False]}
+                         for c in ordered if c["learned"] is False],
+            "chunk_ablation": chunk_ablation(out, margin)}
+
+
+def chunk_ablation(cells, margin=0.05, full="chunk"):
+    """posenc.chunk_ablation: each cell with one of chunk attention's principles removed
+    (CHUNK_ABLATIONS) against the full chunk model's cell of the same training and length, paired over
+    seeds: the retrieval score and exact match per task and length past training. Compared only when
+    both learned retrieval in distribution (the full model's ability is shown before an ablation's
+    effect on it is read); an ablation that did not learn it is reported as such."""
+    rows = []
+    for (training, enc, block), c in cells.items():
+        ref = cells.get((training, full, block))
+        flag = next((k for k, (_, suf) in CHUNK_ABLATIONS.items() if enc == full + suf), None)
+        if flag is None or ref is None:
+            continue
+        cmp = {"score": None, "exact": {}}
+        if ref["learned"] is not True:
+            verdict = f"no comparison: {full} retrieval not learned in distribution"
+        elif c["learned"] is not True:
+            verdict = "retrieval not learned in distribution without this principle"
+        else:
+            for t, r in c["retrieval"].items():
+                for L, st in r["exact"].items():
+                    if parse_int(L) > (c["train_len"] or 0) and L in ref["retrieval"].get(t, {}).get("exact", {}):
+                        cmp["exact"][f"{t}@{L}"] = paired_acc(st["per_seed"], ref["retrieval"][t]["exact"][L]["per_seed"])
+            cmp["score"] = paired_acc(c["score"]["per_seed"], ref["score"]["per_seed"])
+            verdict = score_verdict(cmp["score"], full, margin)
+        rows.append({"ablation": flag, "value": CHUNK_ABLATIONS[flag][0], "encoding": enc, "training": training,
+                     "train_len": c["train_len"], "n": c["n"], "learned": c["learned"], "full_learned": ref["learned"],
+                     "retrieval": c["retrieval"], "score": c["score"], "full_score": ref["score"],
+                     "loss_by_length": c["loss_by_length"], "vs_full": cmp, "verdict": verdict})
+    order = list(CHUNK_ABLATIONS)
+    return sorted(rows, key=lambda r: (r["training"], r["train_len"] or 0, order.index(r["ablation"])))
 
 
 def posenc_md(pe):
@@ -1723,7 +1902,24 @@ def posenc_md(pe):
     if pe["excluded"]:
         L += ["Retrieval cells excluded by the gate: " + ", ".join(f"{x['training']}/{x['encoding']}"
                                                                 for x in pe["excluded"]) + ".", ""]
-    return L
+    return L + chunk_ablation_md(pe.get("chunk_ablation"))
+
+
+def chunk_ablation_md(rows):
+    if not rows:
+        return []
+    L = ["### Chunk attention: one principle removed at a time (arXiv 2510.17196)", "",
+         "Retrieval exact match by length of each ablated model, its score (mean exact match past training) "
+         "beside the full chunk model's, the paired difference (z, seeds higher/lower) and the verdict by the "
+         "one rule (paired t test over >= 3 seeds).", ""]
+    out = []
+    for r in rows:
+        ex = " / ".join(f"{t}@{L} {f(st['mean'], '.2f')}" for t, v in r["retrieval"].items()
+                        for L, st in v["exact"].items())
+        out.append([r["encoding"], f"{r['ablation']}={r['value']}", r["training"], str(r["n"]), ex or "-",
+                    pm(r["score"]), pm(r["full_score"]), paired_cell(r["vs_full"]["score"]), r["verdict"]])
+    return L + table(["encoding", "removed", "training", "seeds", "exact by length", "score", "full chunk score",
+                      "Δ chunk", "verdict"], out) + [""]
 
 
 def posenc_plots(rep):

@@ -99,6 +99,26 @@ def sink_rate(first_importance, eps=0.3):
     return (torch.as_tensor(first_importance) > eps).float().mean().item()
 
 
+def distance_sums(A, start):
+    """Attention mass by relative distance d = i - j of the query rows start..start+n-1 of A [H, n, T]
+    (keys past the query carry zero): [T] sums over heads and queries of A[h, i, i - d]."""
+    H, n, T = A.shape
+    i = torch.arange(start, start + n, device=A.device)[:, None]
+    d = (i - torch.arange(T, device=A.device)[None]).clamp_min(0)  # d < 0 is masked (weight 0)
+    return torch.zeros(T, device=A.device).scatter_add_(0, d.flatten(), A.sum(0).flatten())
+
+
+def by_distance_buckets(sums, T, H):
+    """Mean attention weight per (query, key) pair at each relative distance, averaged within log2
+    buckets of distance (bucket_edges): a query at i sees distance d once when d <= i, so distance d
+    occurs T - d times per head. -> (edges, [means])."""
+    edges = bucket_edges(T)
+    d = np.arange(T)
+    s, c = bucket_sums(sums, d, edges)
+    n, _ = bucket_sums(H * (T - d).astype(np.float64), d, edges)
+    return edges, (s / np.maximum(n, 1)).tolist()
+
+
 def attention_entropy(attn):
     """Entropy (nats) of each query's attention distribution: [..., T, T] -> [..., T] (0 log 0 = 0).
     Uniform causal attention gives log(t + 1) at query t."""
@@ -352,7 +372,8 @@ def attention_probe(model, idx, rows=()):
     "entropy" (mean over queries), [n_layer, n_head] each; "top1" [n_layer, n_head, len(rows)]: the
     top-1 key of the query rows; "pred": the model's argmax at those rows; "retrieval": the same
     sink and entropy of each chunk layer's retrieval branch ("chunk_retrieval", over the queries
-    that retrieve).
+    that retrieve); "distance" [n_layer, T]: the local attention's mass at each relative distance,
+    summed over heads and queries (distance_sums).
     The maps come from the model's own attention code (GPT.attention_maps), so every variant is
     probed as it computes: causal, windowed, ALiBi, chunk retrieval."""
     rows = torch.tensor(list(rows), dtype=torch.long, device=idx.device)
@@ -361,6 +382,7 @@ def attention_probe(model, idx, rows=()):
     sink, ent = torch.zeros(nl, H), torch.zeros(nl, H)
     top1 = torch.zeros(nl, H, len(rows), dtype=torch.long)
     retr = defaultdict(lambda: torch.zeros(3, H))  # layer -> sum of A[t, 0], sum of entropy, queries
+    dist = torch.zeros(nl, T)  # attention mass by relative distance, summed over heads and queries
     with cli.autocast(idx.device):
         for li, branch, s, A in model.attention_maps(idx):
             A = A.float()
@@ -370,13 +392,14 @@ def attention_probe(model, idx, rows=()):
                 continue
             sink[li] += A[..., 0].sum(-1).cpu() / T
             ent[li] += attention_entropy(A).sum(-1).cpu() / T
+            dist[li] += distance_sums(A, s).cpu()
             here = (rows >= s) & (rows < s + A.shape[1])
             if here.any():
                 top1[li][:, here.cpu()] = A[:, rows[here] - s].argmax(-1).cpu()
     pred = rows_logprobs(model, idx, rows[None])[0].argmax(-1).cpu() if len(rows) else torch.zeros(0, dtype=torch.long)
     retrieval = {li: dict(sink=(r[0] / r[2].clamp_min(1)).tolist(), entropy=(r[1] / r[2].clamp_min(1)).tolist())
                  for li, r in retr.items()}
-    return dict(sink=sink, entropy=ent, top1=top1, pred=pred, chunk_retrieval=retrieval)
+    return dict(sink=sink, entropy=ent, top1=top1, pred=pred, chunk_retrieval=retrieval, distance=dist)
 
 
 def needle_span(sample):
@@ -390,8 +413,9 @@ def needle_span(sample):
 
 
 def eval_probes(model, enc, val, lengths, ec, device="cpu", bar=None):
-    """Per length: sink rate and first-token importance [layer][head], attention entropy (on
-    probe_samples windows of val text), retrieval-head scores (on probe_samples niah_single samples),
+    """Per length: sink rate and first-token importance [layer][head], attention entropy and the mean
+    attention weight by relative distance per layer (on probe_samples windows of val text; arXiv
+    2410.21216's local-decay / U-shape evidence), retrieval-head scores (on probe_samples niah_single samples),
     and for chunk layers the sink and entropy of their retrieval branch."""
     out = dict(eps=ec.eps, by_length={})
     for L in lengths:
@@ -401,6 +425,9 @@ def eval_probes(model, enc, val, lengths, ec, device="cpu", bar=None):
         sinks, ent = torch.stack([r["sink"] for r in probes]), torch.stack([r["entropy"] for r in probes]).mean(0)
         row = dict(sink_rate=sink_rate(sinks, ec.eps), sink=sinks.mean(0).tolist(),
                    entropy=ent.tolist(), entropy_mean=ent.mean().item())
+        dist = torch.stack([r["distance"] for r in probes]).mean(0).double().numpy()  # HoPE's U-shape probe
+        by_d = [by_distance_buckets(dist[li], L, model.config.n_head) for li in range(len(dist))]
+        row["attn_by_distance"] = dict(edges=by_d[0][0], mean=[m for _, m in by_d])
         if probes[0]["chunk_retrieval"]:
             row["chunk_retrieval"] = {str(li): dict(sink=np.mean([r["chunk_retrieval"][li]["sink"] for r in probes], 0).tolist(),
                                                     entropy=np.mean([r["chunk_retrieval"][li]["entropy"] for r in probes], 0).tolist())

@@ -179,6 +179,10 @@ def hf_unsupported(c, plan):
     kinds = {l.pos for l in plan}
     if c.pos == "learned":
         refuse("pos learned", "learned absolute positions added to the embedding")
+    if c.pos == "sinusoidal":
+        refuse("pos sinusoidal", "sinusoidal absolute positions added to the embedding")
+    if c.pos == "expe" and c.expe_on == "embed":
+        refuse("pos expe", "exact position values written into the embedding")
     for kind, what in (("alibi", "ALiBi's linear distance biases"), ("hope", "RoPE without its low frequencies"),
                        ("expe", "exact position values written into head dims")):
         if kind in kinds:

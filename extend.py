@@ -144,7 +144,7 @@ def extended_fields(mc, ec, factor):
     kinds = {l.pos for l in layer_plan(mc)}
     if "hope" in kinds and not mc.hope_cutoff:
         new["hope_cutoff"] = mc.block_size
-    if "expe" in kinds and not mc.expe_slope:
+    if ("expe" in kinds or mc.pos == "expe") and not mc.expe_slope:
         new["expe_slope"] = 1 / mc.block_size
     return new
 

@@ -24,7 +24,8 @@ from torch.utils.checkpoint import checkpoint
 from cli import flag
 from quant import QATEmbedding, QATLinear, check_bits, parse_clip
 
-POS_KINDS = ("rope", "nope", "alibi", "hope", "expe")  # per-layer kinds; "learned" is model-wide
+POS_KINDS = ("rope", "nope", "alibi", "hope", "expe")  # per-layer kinds (expe: with expe_on=qk)
+MODEL_WIDE_POS = ("learned", "sinusoidal")  # absolute, added to the embedding; expe with expe_on=embed too
 ROPE_SCALINGS = ("none", "pi", "ntk", "dynamic_ntk", "yarn", "llama3")  # ABF is a new rope_theta, no scaling
 QK_NORMS = ("none", "layer", "head")
 NORM_ORDERS = ("pre", "post")
@@ -51,7 +52,7 @@ class GPTConfig:
     window: int = flag(0, "sliding window (tokens) of the windowed layers; 0 = every layer global")
     global_every: int = flag(0, "with window: the last layer of each group of k is global (4 = 3:1)")
     layer_pattern: str = flag("", "explicit per-layer spans w | g, e.g. 'w,w,w,g' (overrides global_every)")
-    pos: str = flag("rope", "positions: rope | nope | alibi | hope | expe | learned (absolute, added to wte)")
+    pos: str = flag("rope", "positions: rope | nope | alibi | hope | expe | learned | sinusoidal (absolute, added to wte)")
     pos_pattern: str = flag("", "per-layer kinds overriding pos, e.g. 'rope,rope,rope,nope'")
     swan: bool = flag(False, "SWAN-GPT (arXiv 2504.08719): RoPE on windowed layers, NoPE on global layers")
     logn_scale: bool = flag(False, "SWAN: q *= max(1, ln(pos+1) / ln L_train) in global layers; read at forward time")
@@ -64,12 +65,17 @@ class GPTConfig:
     yarn_beta_fast: float = flag(32.0, "YaRN ramp: pairs with more than beta_fast rotations in L are kept")
     yarn_beta_slow: float = flag(1.0, "YaRN ramp: pairs with fewer than beta_slow rotations are interpolated")
     hope_cutoff: int = flag(0, "HoPE (arXiv 2410.21216): pairs of wavelength > cutoff unrotated (0 = block_size)")
-    expe_dims: int = flag(2, "ExPE (arXiv 2509.19569): leading dims of each q, k head := S + slope * position")
+    expe_on: str = flag("embed", "ExPE (arXiv 2509.19569) writes into: embed (the token embedding, as published) | qk (every q, k head)")
+    expe_dims: int = flag(2, "ExPE: leading dims of the embedding (or of each q, k head) := S + slope * position")
     expe_start: float = flag(1.0, "ExPE offset S")
     expe_slope: float = flag(0.0, "ExPE slope per token (0 = 1 / block_size: grows by 1 over the training length)")
     chunk_layers: str = flag("", "chunk sparse attention (arXiv 2510.17196) in layers: '' | all | indices '1,3'")
     chunk_size: int = flag(64, "tokens per retrievable chunk; also chunk layers' local window when window = 0")
     chunk_topk: int = flag(2, "past chunks each query retrieves (hard top-k, in training as in evaluation)")
+    # the three principles of arXiv 2510.17196, each removable for the ablation
+    chunk_encoder: str = flag("mlp_cls", "landmark encoder: mlp_cls (ReLU^2 MLP + CLS pooling) | linear (mean of a linear map)")
+    chunk_bypass: bool = flag(True, "retrieved output on its own residual path; false: summed with local attention before its c_proj")
+    chunk_dense_train: bool = flag(False, "train with dense retrieval (softmax over every past chunk), top-k only at evaluation")
 
     def __post_init__(self):
         if self.n_kv_head == 0:
@@ -90,7 +96,8 @@ class GPTConfig:
 
     def _check_long_context(self):
         for name, allowed in (("qk_norm", QK_NORMS), ("norm_order", NORM_ORDERS),
-                              ("pos", POS_KINDS + ("learned",)), ("rope_scaling_layers", ("all", "global")),
+                              ("pos", POS_KINDS + MODEL_WIDE_POS), ("rope_scaling_layers", ("all", "global")),
+                              ("expe_on", ("embed", "qk")), ("chunk_encoder", ("mlp_cls", "linear")),
                               ("rope_scaling", ROPE_SCALINGS)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"unknown {name} {getattr(self, name)!r}: {' | '.join(allowed)}")
@@ -107,15 +114,18 @@ class GPTConfig:
             raise ValueError(f"rope_frac={self.rope_frac} must be in (0, 1] and rotate at least one pair")
         if self.hope_cutoff < 0:
             raise ValueError(f"hope_cutoff={self.hope_cutoff} must be >= 0 (0 = block_size)")
-        if not 0 <= self.expe_dims <= self.n_embd // self.n_head:
-            raise ValueError(f"expe_dims={self.expe_dims} must be in [0, head_dim={self.n_embd // self.n_head}]")
+        room = self.n_embd if self.expe_on == "embed" else self.n_embd // self.n_head
+        if not 0 <= self.expe_dims <= room:
+            raise ValueError(f"expe_dims={self.expe_dims} must be in [0, {'n_embd' if self.expe_on == 'embed' else 'head_dim'}={room}]")
         if self.swan and (self.pos != "rope" or self.pos_pattern):
             raise ValueError("swan sets the positional encoding per layer: leave pos=rope and pos_pattern empty")
         plan = layer_plan(self)  # validates the per-layer patterns
         if self.swan and not (self.window and any(l.window == 0 for l in plan)):
             raise ValueError("swan needs window > 0 and at least one global layer (global_every or layer_pattern)")
-        if "expe" in {l.pos for l in plan} and self.expe_dims == 0:
+        if (self.pos == "expe" or "expe" in {l.pos for l in plan}) and self.expe_dims == 0:
             raise ValueError("pos expe needs expe_dims >= 1")
+        if self.expe_on == "embed" and "expe" in {l.pos for l in plan}:
+            raise ValueError("a per-layer expe (pos_pattern) writes into q and k: set expe_on=qk")
         if any(l.chunk for l in plan) and not (0 < self.chunk_size < self.block_size and self.chunk_topk >= 1):
             raise ValueError(f"chunk attention needs 0 < chunk_size={self.chunk_size} < block_size="
                              f"{self.block_size} and chunk_topk={self.chunk_topk} >= 1")
@@ -166,6 +176,11 @@ class Layer(NamedTuple):
     scaled: bool
 
 
+def embedding_positions(c):
+    """True when the positions enter through the embedding (learned, sinusoidal, ExPE as published)."""
+    return c.pos in MODEL_WIDE_POS or (c.pos == "expe" and c.expe_on == "embed")
+
+
 def _split(s):
     return [t.strip() for t in s.split(",")] if s.strip() else []
 
@@ -190,8 +205,8 @@ def layer_plan(c):
                              f"{' | '.join(POS_KINDS)}")
     elif c.swan:  # SWAN-GPT: RoPE where the window bounds the distances, NoPE where it does not
         pos = ["rope" if s == "w" else "nope" for s in spans]
-    else:  # learned positions are added to the embedding; its layers see no other positional signal
-        pos = ["nope" if c.pos == "learned" else c.pos] * n
+    else:  # absolute positions are in the embedding; its layers see no other positional signal
+        pos = ["nope" if embedding_positions(c) else c.pos] * n
     chunk = set(range(n)) if c.chunk_layers.strip() == "all" else set()
     if c.chunk_layers.strip() not in ("", "all"):
         try:
@@ -262,6 +277,7 @@ class Attention(nn.Module):
         if self.layer.pos == "alibi":
             self.register_buffer("slopes", alibi_slopes(cfg.n_head), persistent=False)
         self.retr = ChunkRetrieval(cfg) if self.layer.chunk else None
+        self.bypass = cfg.chunk_bypass
 
     def qkv(self, x, pe):
         """Projections with QK-norm and positions: (q, k, v, q0, k0) as [B, heads, T, D], where q, k
@@ -295,8 +311,11 @@ class Attention(nn.Module):
                 y = attend(q.float(), k.float(), v.float(), self.layer.window)
         else:
             y = attend(q, k, v, self.layer.window, getattr(self, "slopes", None))
-        y = self.c_proj(y.transpose(1, 2).reshape(B, T, -1))
-        return y, (self.retr(x, q0, k0, v) if self.retr is not None else None)
+        y = y.transpose(1, 2).reshape(B, T, -1)
+        if self.retr is not None and not self.bypass:  # ablation of principle 2: one shared output path
+            r = self.retr(x, q0, k0, v, project=False)
+            return self.c_proj(y if r is None else y + r), None
+        return self.c_proj(y), (self.retr(x, q0, k0, v) if self.retr is not None else None)
 
     def maps(self, x, pe):
         """For probes: yield (branch, start, A) for the one sequence x [1, T, E]. A [H, n, T] holds
@@ -383,6 +402,11 @@ class GPT(nn.Module):
                 raise ValueError(f"pos=learned has only block_size={self.config.block_size} positions; "
                                  f"cannot run {T} tokens")
             x = x + self.wpe(torch.arange(T, device=idx.device))
+        c = self.config
+        if c.pos == "sinusoidal":
+            x = x + sinusoidal_table(idx.shape[1], c.n_embd, idx.device).to(x.dtype)
+        elif c.pos == "expe" and c.expe_on == "embed":
+            x = expe_embed(x, expe_values(idx.shape[1], c, idx.device))
         return x
 
     def forward(self, idx, targets=None, reduction="mean", rows=None):
@@ -438,6 +462,11 @@ class GPT(nn.Module):
         self.register_buffer("hope_keep", keep.float(), persistent=False)
         self.rope_attn_factor = attn_factor
 
+    @property
+    def hope_pairs_removed(self):
+        """Rotary pairs per head that HoPE leaves unrotated (of rope_dims / 2; run record: train.py)."""
+        return int((self.hope_keep == 0).sum())
+
     def rope_cos_sin(self, T, device, hope=False, scaled=True):
         """cos, sin [T, rope_dims/2]. hope: HoPE's dropped pairs get angle 0 (cos 1, sin 0:
         position-independent); scaled=False: plain RoPE, ignoring rope_scaling."""
@@ -464,8 +493,7 @@ class GPT(nn.Module):
             if layer.pos in ("rope", "hope") and key not in pe:
                 pe[key] = self.rope_cos_sin(T, device, hope=layer.pos == "hope", scaled=layer.scaled)
         if any(layer.pos == "expe" for layer in self.plan):
-            n = torch.arange(T, device=device, dtype=torch.float32)[:, None]
-            pe["expe"] = (c.expe_start + (c.expe_slope or 1 / c.block_size) * n).expand(T, c.expe_dims)
+            pe["expe"] = expe_values(T, c, device)
         L = c.rope_original_len or c.block_size
         if c.logn_scale and T > L:  # SWAN: keep attention entropy from growing with length
             n = torch.arange(1, T + 1, device=device, dtype=torch.float32)
@@ -565,10 +593,32 @@ def alibi_slopes(n_head):
     return torch.tensor(geometric(P) + geometric(2 * P)[0::2][:n_head - P])
 
 
+def expe_values(T, c, device):
+    """ExPE's position signal [T, expe_dims]: S + theta * n for n = 0..T-1 (theta = expe_slope, or
+    1 / block_size when 0), in float32."""
+    n = torch.arange(T, device=device, dtype=torch.float32)[:, None]
+    return (c.expe_start + (c.expe_slope or 1 / c.block_size) * n).expand(T, c.expe_dims)
+
+
+def expe_embed(x, values):
+    """ExPE as published (arXiv 2509.19569): the first dims of every token's embedding x [B, T, E]
+    are overwritten by the position signal values [T, e]; the other dims keep the token."""
+    B, T, _ = x.shape
+    return torch.cat([values.to(x.dtype).expand(B, T, values.shape[-1]), x[..., values.shape[-1]:]], -1)
+
+
+def sinusoidal_table(T, d, device):
+    """Sinusoidal absolute positions (Vaswani et al. 2017, arXiv 1706.03762), [T, d]:
+    PE[n, 2i] = sin(n / 10000^(2i/d)), PE[n, 2i+1] = cos(n / 10000^(2i/d)); added to the embedding."""
+    n = torch.arange(T, device=device, dtype=torch.float32)[:, None]
+    ang = n / 10000.0 ** (torch.arange(0, d, 2, device=device, dtype=torch.float32) / d)
+    return torch.stack([torch.sin(ang), torch.cos(ang)], -1).flatten(-2)[:, :d]
+
+
 def apply_expe(x, values):
-    """ExPE (arXiv 2509.19569) on q or k: overwrite the leading dims of every head with the fixed
-    position signal values [T, e] (S + slope * n). Our choice: q and k of each head rather than the
-    embedding, so it is a per-layer kind; the logit gains e * (S + slope*n)(S + slope*m) / sqrt(D),
+    """ExPE's q/k variant (expe_on=qk; the paper writes into the embedding: expe_embed): overwrite the
+    leading dims of every q and k head with the fixed position signal values [T, e] (S + slope * n),
+    a per-layer kind; the logit gains e * (S + slope*n)(S + slope*m) / sqrt(D),
     for a query at n linear in the key position m. No trained parameters."""
     B, H, T, _ = x.shape  # float32 (the layer attends in fp32): bf16 would round S + slope * n
     return torch.cat([values.float().expand(B, H, T, values.shape[-1]), x[..., values.shape[-1]:].float()], -1)
@@ -725,6 +775,7 @@ class ChunkRetrieval(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         self.C, self.K = cfg.chunk_size, cfg.chunk_topk
+        self.linear_encoder, self.dense_train = cfg.chunk_encoder == "linear", cfg.chunk_dense_train
         self.n_head, self.head_dim = cfg.n_head, cfg.n_embd // cfg.n_head
         q = dict(bits=cfg.bits, clip=cfg.clip)
         self.c_enc = QATLinear(cfg.n_embd, cfg.n_embd, **q)                    # chunk encoder MLP
@@ -736,21 +787,27 @@ class ChunkRetrieval(nn.Module):
         """x [B, T, E] -> one landmark key per complete chunk and head, [B, H, T // C, D]."""
         B, T, E = x.shape
         nc = T // self.C
-        h = F.relu(self.c_enc(x[:, :nc * self.C])).square().view(B, nc, self.C, E)
-        a = torch.softmax(h @ self.cls * E ** -0.5, dim=2)  # CLS attention over the chunk's tokens
-        pooled = (a.unsqueeze(-1) * h).sum(2)
+        h = self.c_enc(x[:, :nc * self.C])
+        if self.linear_encoder:  # ablation of principle 1: a linear map, mean-pooled, no CLS
+            pooled = h.view(B, nc, self.C, E).mean(2)
+        else:
+            h = F.relu(h).square().view(B, nc, self.C, E)
+            a = torch.softmax(h @ self.cls * E ** -0.5, dim=2)  # CLS attention over the chunk's tokens
+            pooled = (a.unsqueeze(-1) * h).sum(2)
         return self.c_lm(pooled).view(B, nc, self.n_head, self.head_dim).transpose(1, 2)
 
-    def forward(self, x, q, k, v):
+    def forward(self, x, q, k, v, project=True):
         """x: attention input [B, T, E]; q [B, H, T, D], k/v [B, Hkv, T, D] without positions.
-        Returns the branch output [B, T, E], or None when no query has a complete past chunk."""
+        Returns the branch output [B, T, E] (project=False: the heads [B, T, H * D] before this
+        branch's c_proj), or None when no query has a complete past chunk."""
         B, H, T, D = q.shape
         C, nc = self.C, T // self.C
         if T <= C:
             return None
         lm = self.landmarks(x)
         kc, vc = (t[:, :, :nc * C].reshape(B, t.shape[1], nc, C, D) for t in (k, v))
-        per_block = max(1, gather_budget(q.device) // (B * H * min(self.K, nc) * C * D))  # bounds the gathered keys
+        kept = nc if self.dense_train and self.training else min(self.K, nc)  # chunks gathered per query
+        per_block = max(1, gather_budget(q.device) // (B * H * kept * C * D))  # bounds the gathered keys
         out = [q.new_zeros(B, H, C, D)]  # chunk 0 has nothing to retrieve
         for s in range(C, T, per_block):
             args = (self._block, q[:, :, s:s + per_block], s, lm, kc, vc)
@@ -758,7 +815,7 @@ class ChunkRetrieval(nn.Module):
             # backward pass instead of saved, so one block's worth is alive at a time
             out.append(checkpoint(*args, use_reentrant=False) if torch.is_grad_enabled() else args[0](*args[1:]))
         y = torch.cat(out, 2).transpose(1, 2).reshape(B, T, H * D)
-        return self.c_proj(y)
+        return self.c_proj(y) if project else y
 
     def _block(self, q, s, lm, kc, vc):
         """Retrieval output [B, H, n, D] of queries s..s+n-1."""
@@ -773,7 +830,8 @@ class ChunkRetrieval(nn.Module):
         own = torch.arange(s, s + n, device=q.device) // self.C
         past = torch.arange(nc, device=q.device)[None] < own[:, None]  # [n, nc]: complete and strictly earlier
         score = (q @ lm.transpose(-1, -2) * D ** -0.5).masked_fill(~past, float("-inf"))
-        top, idx = score.topk(min(self.K, nc), dim=-1)  # hard selection [B, H, n, K]
+        # hard selection [B, H, n, K]; the dense-training ablation keeps every past chunk while training
+        top, idx = score.topk(nc if self.dense_train and self.training else min(self.K, nc), dim=-1)
         ok = torch.isfinite(top)  # fewer than K past chunks early in the sequence
         m = top[..., :1].detach()
         m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))

@@ -258,27 +258,31 @@ grid_longctx() {
 }
 
 # Positional encodings that extrapolate (NoPE, ALiBi, HoPE, ExPE, SWAN, chunk attention): train short, evaluate long. Variants:
-# --pos rope|nope|alibi|hope|expe, SWAN-GPT (windowed RoPE layers + global NoPE layers, evaluated with
+# --pos rope|nope|alibi|hope|expe|sinusoidal (ExPE on the token embedding as published; sinusoidal is its
+# baseline), SWAN-GPT (windowed RoPE layers + global NoPE layers, evaluated with
 # log-n scaling) and chunk sparse attention. Tiny: each variant twice per seed, a text run (loss and
 # LongPPL by length; tiny text models score chance on retrieval) and a passkey run (--task_mix 1.0
 # --task_loss answer: learns passkey retrieval at the training length, so its exact match by length
-# has range). Paper: text runs, evaluated on loss and the retrieval tasks. No PTQ baseline (--ptq_bits ''):
+# has range). Tiny also: the remove-one ablation of chunk attention's three principles (arXiv 2510.17196:
+# linear encoder without CLS, no bypassing residual path, dense retrieval in training) on the passkey
+# recipe. Paper: text runs, evaluated on loss and the retrieval tasks. No PTQ baseline (--ptq_bits ''):
 # nothing in this study reads it.
 grid_posenc() {
-    local d=$OUT/posenc size block base seeds tasks lengths quick swan chunk v label flags seed run ev task
+    local d=$OUT/posenc size block base seeds tasks lengths quick swan chunk v label flags seed run ev task ablate
     if [[ $SCALE == tiny ]]; then
-        size=0.1M; block=128; seeds="0 1"; base="--vocab_size 1024 --batch_size 16 --iters 300 --eval_interval 1000 --ptq_bits ''"
+        size=0.1M; block=128; seeds="0 1 2"; base="--vocab_size 1024 --batch_size 16 --iters 300 --eval_interval 1000 --ptq_bits ''"
         tasks="ppl"; lengths="128,256,512,1024"; quick=" --quick"
         task="--vocab_size 1024 --batch_size 16 --iters 600 --eval_interval 1000 --ptq_bits '' --task_mix 1.0 --task_list passkey --task_loss answer"
         swan="--swan true --window 32 --global_every 2"; chunk="--chunk_layers 1"   # 2 layers: 1 of each
+        ablate="chunk-linear:$chunk --chunk_encoder linear|chunk-fused:$chunk --chunk_bypass false|chunk-dense:$chunk --chunk_dense_train true"
     else
         size=50M; block=1024; seeds="0 1 2"
         base="--batch_size 64 --tokens 1000000000 --eval_interval 500 --ckpt_every 500 --ptq_bits '' $PAPER_FINAL_EVAL"
         tasks="ppl,passkey,niah_single,niah_multikey,vt,json_kv"; lengths="1024,2048,4096,8192,16384"; quick=""
-        task=""; swan="--swan true --window 256 --global_every 4"; chunk="--chunk_layers 1,3,5,7,9"
+        task=""; swan="--swan true --window 256 --global_every 4"; chunk="--chunk_layers 1,3,5,7,9"; ablate=""
     fi
     for v in "rope:--pos rope" "nope:--pos nope" "alibi:--pos alibi" "hope:--pos hope" "expe:--pos expe" \
-             "swan:$swan" "chunk:$chunk"; do
+             "sinusoidal:--pos sinusoidal" "swan:$swan" "chunk:$chunk"; do
         label=${v%%:*}; flags=${v#*:}; ev=""
         [[ $label == swan ]] && ev=" --logn"
         for seed in $seeds; do
@@ -291,6 +295,15 @@ grid_posenc() {
                  "&& $PY evaluate.py $run --tasks passkey --lengths $lengths --samples 8 --score exact --no_probes$ev --quiet"
         done
     done
+    local IFS_=$IFS; IFS="|"; set -f; local abl=($ablate); IFS=$IFS_; set +f
+    for v in "${abl[@]}"; do  # the chunk ablations: passkey runs only (their retrieval is the question)
+        label=${v%%:*}; flags=${v#*:}
+        for seed in $seeds; do
+            run=$d/${size}_${label}_passkey_ctx${block}_s${seed}
+            emit "$PY train.py --size $size $flags --block_size $block $task --seed $seed $TRAIN_FLAGS --out_dir $run" \
+                 "&& $PY evaluate.py $run --tasks passkey --lengths $lengths --samples 8 --score exact --no_probes --quiet"
+        done
+    done
 }
 
 # Length generalisation on algorithmic tasks (e.g. arXiv 2207.02098): train on input lengths 1..N,
@@ -298,8 +311,13 @@ grid_posenc() {
 # Tiny: per-task recipes measured to learn every task in distribution with every --pos (3 seeds:
 # >= 0.95 exact match, before any extrapolation is read), SWAN (window 8) beside them; plain parity
 # (one answer bit, not learned by any encoding) is kept with RoPE alone as the known failure, which
-# analyze.py's in-distribution gate excludes from the verdict. Chunk attention is not in the tiny
+# analyze.py's in-distribution gate excludes from the verdict; reverse left the tiny grid to make room for
+# the threshold sweep (it extrapolated with no encoding: results/lengen/README.md). Chunk attention is not in the tiny
 # grid (2.5x the cost of a run and 0.89 in distribution on copy in one 600-step try; see the README).
+# Threshold sweep (the LG-bounds abstract: extrapolation appears once the training length passes a
+# threshold; richer tasks need more; 1 vs 2 layers differ): copy, sort, parity_scratch with NoPE trained
+# at more maximum lengths N, at 1 and 2 layers beside the recipe's depth, 3 seeds, each evaluated to 3N;
+# runs under OUT/lengen/threshold/ (analyze.py: lengen.threshold; the main grid's N=16 runs join them).
 lengen_recipe() {  # task -> RECIPE (tiny: depth and steps of the task's recipe)
     case $1 in
         sort) RECIPE="--n_layer 3 --iters 800";;
@@ -310,19 +328,22 @@ lengen_recipe() {  # task -> RECIPE (tiny: depth and steps of the task's recipe)
 
 grid_lengen() {
     local d=$OUT/lengen size tasks seeds n base offset swan chunk t v label flags seed run
+    local th_tasks th_lens th_depths th_enc nl tn
     if [[ $SCALE == tiny ]]; then
-        size=0.1M; tasks="copy reverse sort parity_scratch parity"; seeds="0 1 2"; n=16; offset=0
+        size=0.1M; tasks="copy sort parity_scratch parity"; seeds="0 1 2"; n=16; offset=0  # reverse: README
         base="--n_head 4 --mlp_ratio 2 --block_size 64 --batch_size 32"
         swan="--swan true --window 8 --global_every 2"; chunk=""
+        th_tasks="copy sort parity_scratch"; th_lens="8 16 24"; th_depths="1 2 recipe"; th_enc="nope"
     else
         size=5M; tasks="copy reverse sort parity parity_scratch majority addition assoc_recall"; seeds="0 1 2"
         n=32; offset=64; base="--block_size 256 --batch_size 32 --iters 20000"
         swan="--swan true --window 16 --global_every 2"; chunk="--chunk_layers all --chunk_size 16"
+        th_tasks="copy sort parity_scratch"; th_lens="8 16 32 48"; th_depths="1 2 recipe"; th_enc="nope"
     fi
     for t in $tasks; do
         RECIPE=""; [[ $SCALE == tiny ]] && lengen_recipe "$t"
         for v in "rope:--pos rope" "nope:--pos nope" "alibi:--pos alibi" "hope:--pos hope" "expe:--pos expe" \
-                 "swan:$swan" "chunk:$chunk"; do
+                 "sinusoidal:--pos sinusoidal" "swan:$swan" "chunk:$chunk"; do
             label=${v%%:*}; flags=${v#*:}
             [[ -z $flags ]] && continue  # a variant this scale leaves out
             [[ $SCALE == tiny && $t == parity && $label != rope ]] && continue  # not learned by any (README)
@@ -333,6 +354,19 @@ grid_lengen() {
                      "&& $PY evaluate.py $run --tasks $t --lengths $n,$(( 2 * n )),$(( 3 * n )) --quiet"
             done
         done
+    done
+    for t in $th_tasks; do
+        RECIPE=""; [[ $SCALE == tiny ]] && lengen_recipe "$t"
+        for nl in $th_depths; do for tn in $th_lens; do
+            [[ $nl == recipe && $tn == "$n" ]] && continue  # the main grid's run
+            flags="$RECIPE"; [[ $nl != recipe ]] && flags="--n_layer $nl ${RECIPE#--n_layer * }"
+            for seed in $seeds; do
+                run=$d/threshold/${size}_${t}_${th_enc}_L${nl}_len${tn}_s${seed}
+                emit "$PY train.py --algo $t --algo_len 1,$tn --algo_offset $offset --size $size $flags $base --pos $th_enc" \
+                     "--eval_interval 1000 --ckpt_every 1000 --seed $seed --quiet$COMPILE_FLAG $EXTRA --out_dir $run" \
+                     "&& $PY evaluate.py $run --tasks $t --lengths $tn,$(( 2 * tn )),$(( 3 * tn )) --quiet"
+            done
+        done; done
     done
 }
 

@@ -97,6 +97,18 @@ class TrainConfig:
 FREE_ON_RESUME = ("resume", "quiet", "overwrite", "compile", "out_dir", "cache_dir", "dist_timeout", "ptq_bits",
                   "final_eval_tokens", "eval_batch_tokens")
 
+
+def hope_record(model):
+    """HoPE (arXiv 2410.21216) in the run record: how many of the rotary pairs per head it leaves
+    unrotated at the cutoff it used, or None without a HoPE layer."""
+    m = getattr(model, "module", model)
+    c = m.config
+    if not any(l.pos == "hope" for l in m.plan):
+        return None
+    return dict(pairs=m.rope_dims // 2, removed=m.hope_pairs_removed, cutoff=c.hope_cutoff or c.block_size,
+                head_dim=c.n_embd // c.n_head)
+
+
 # -----------------------------------------------------------------------------
 # Schedule and optimizers
 
@@ -393,7 +405,7 @@ def finish(run):
         versions=cli.versions(), device=run.dist.device, world_size=run.dist.world,
         ddp_backend=run.dist.backend or None,
         params=dict(total=model.num_params(), non_embedding=model.num_params(non_embedding=True)),
-        metrics=metrics, steps=run.iters, tokens=run.iters * cfg.batch_size * mcfg.block_size,
+        hope=hope_record(model), metrics=metrics, steps=run.iters, tokens=run.iters * cfg.batch_size * mcfg.block_size,
         wall_time_s=run.wall + time.time() - run.t0,
         tokens_per_s=run.tokens_done / run.train_time if run.train_time else None,
         checkpoints=dict(final="ckpt.pt", warmdown="ckpt_warmdown.pt" if run.warmdown_step is not None else None,

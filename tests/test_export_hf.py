@@ -202,6 +202,8 @@ UNSUPPORTED = [  # (model flags, what the one-line error names)
     (dict(pos="hope"), "pos hope"),
     (dict(pos="expe"), "pos expe"),
     (dict(pos="learned"), "pos learned"),
+    (dict(pos="sinusoidal"), "pos sinusoidal"),
+    (dict(pos="expe", expe_on="qk"), "pos expe"),
     (dict(pos_pattern="rope,alibi"), "pos_pattern 'rope,alibi'"),
     (dict(mlp="swiglu", swan=True, window=8, global_every=2, logn_scale=True), "logn_scale"),
     (dict(chunk_layers="all", chunk_size=8), "chunk_layers 'all'"),

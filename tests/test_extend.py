@@ -197,6 +197,7 @@ def test_budget_flags_train_the_tokens_asked(parent, tmp_path):
     ("nope", dict(pos="nope"), "none", 2),
     ("alibi", dict(pos="alibi"), "none", 2),
     ("expe", dict(pos="expe"), "none", 2),
+    ("sinusoidal", dict(pos="sinusoidal"), "none", 2),
     ("rope", {}, "dynamic_ntk", 0),
     ("rope", {}, "abf", 2),
 ])
@@ -217,6 +218,7 @@ def test_every_positional_variant_extends(parent, tmp_path, name, model, method,
 
 
 @pytest.mark.parametrize("name,model", [("hope", dict(pos="hope")), ("expe", dict(pos="expe")),
+                                         ("expe_qk", dict(pos="expe", expe_on="qk")),
                                          ("swan", dict(swan=True, window=8, global_every=2, logn_scale=True))])
 def test_longer_block_leaves_the_function_unchanged_within_L(parent, tmp_path, name, model):
     """HoPE's cutoff and ExPE's slope default to block_size: extend.py freezes them."""

@@ -58,11 +58,14 @@ GRID = [
     dict(pos="alibi", window=8, global_every=2),
     dict(pos="hope", hope_cutoff=8),
     dict(pos="expe", expe_dims=4),
+    dict(pos="expe", expe_on="qk", expe_dims=4),
     dict(pos="learned"),
+    dict(pos="sinusoidal"),
     dict(rope_frac=0.5),
     dict(n_layer=3, pos_pattern="rope,alibi,nope"),
     dict(n_layer=4, window=8, global_every=4, swan=True, logn_scale=True),
     dict(chunk_layers="all", chunk_size=8, chunk_topk=2),
+    dict(chunk_layers="1", chunk_size=8, chunk_encoder="linear", chunk_bypass=False, chunk_dense_train=True),
     dict(n_layer=3, chunk_layers="1", chunk_size=8, window=4, n_kv_head=2, qk_norm="head", norm_order="post"),
     dict(window=8, global_every=2, rope_scaling="yarn", rope_factor=4.0, rope_scaling_layers="global"),
     dict(mlp="swiglu", pos="alibi", qk_norm="layer", n_kv_head=1, bits=4),
@@ -191,6 +194,9 @@ def test_hope_keeps_high_frequencies_and_freezes_low_ones():
     assert torch.equal(y[..., lo_dims], x[..., lo_dims])
     # default cutoff is block_size
     assert torch.equal(GPT(cfg(pos="hope", n_head=2, n_kv_head=2)).hope_keep, (wavelen <= 32).float())
+    # the run record counts the pairs HoPE leaves unrotated (train.hope_record); none without HoPE layers
+    assert train.hope_record(m) == dict(pairs=8, removed=int(lo.sum()), cutoff=16, head_dim=16)
+    assert 0 < int(lo.sum()) < 8 and train.hope_record(GPT(cfg())) is None
 
 
 def test_hope_model_uses_hope_tables():
@@ -211,7 +217,7 @@ def test_partial_rope_leaves_tail_dims():
 
 
 def test_expe_dims_equal_linear_position_function():
-    m = model(pos="expe", expe_dims=3, expe_start=0.5, expe_slope=0.25, qk_norm="head")
+    m = model(pos="expe", expe_on="qk", expe_dims=3, expe_start=0.5, expe_slope=0.25, qk_norm="head")
     T = 20
     q, k, _, q0, k0 = m.blocks[1].attn.qkv(torch.randn(2, T, 32), m.positions(T, "cpu"))
     want = (0.5 + 0.25 * torch.arange(T, dtype=torch.float32))[:, None].expand(T, 3)
@@ -219,8 +225,43 @@ def test_expe_dims_equal_linear_position_function():
         assert torch.equal(t[..., :3], want.expand_as(t[..., :3]))
         assert torch.equal(t[..., 3:], t0[..., 3:])  # the rest untouched (no rotation)
     # default slope: 1 / block_size
-    pe = model(pos="expe").positions(T, "cpu")["expe"]
+    pe = model(pos="expe", expe_on="qk").positions(T, "cpu")["expe"]
     assert torch.allclose(pe[:, 0], 1.0 + torch.arange(T) / 32)
+
+
+def first_block_input(m, idx):
+    """The residual stream entering the first block (after every embedding-level position)."""
+    seen = []
+    h = m.blocks[0].register_forward_hook(lambda mod, args, out: seen.append(args[0].detach()))
+    m(idx)
+    h.remove()
+    return seen[0]
+
+
+def test_expe_on_embedding_sets_first_dims_of_first_block_input():
+    """ExPE as published (arXiv 2509.19569): dims 0..e-1 of the first block's input are S + theta * n,
+    the rest is the token embedding, and no layer adds another positional signal."""
+    m = model(pos="expe", expe_dims=3, expe_start=0.5, expe_slope=0.25)
+    assert [l.pos for l in m.plan] == ["nope", "nope"]
+    idx = tokens(40)  # past block_size: ExPE is defined at every position
+    x = first_block_input(m, idx)
+    n = torch.arange(40, dtype=torch.float32)
+    assert torch.equal(x[..., :3], (0.5 + 0.25 * n)[None, :, None].expand(2, 40, 3))
+    assert torch.equal(x[..., 3:], m.wte(idx)[..., 3:])
+    # default theta: 1 / block_size
+    x = first_block_input(model(pos="expe", expe_dims=2), idx)
+    assert torch.allclose(x[0, :, 0], 1.0 + n / 32)
+
+
+def test_sinusoidal_equals_the_formula():
+    """PE[n, 2i] = sin(n / 10000^(2i/d)), PE[n, 2i+1] = cos(...) (arXiv 1706.03762), added to wte."""
+    m = model(pos="sinusoidal")
+    assert [l.pos for l in m.plan] == ["nope", "nope"]
+    idx, d = tokens(40), 32
+    want = torch.tensor([[math.sin(n / 10000 ** (i / d)) if i % 2 == 0 else math.cos(n / 10000 ** ((i - 1) / d))
+                          for i in range(d)] for n in range(40)])
+    x = first_block_input(m, idx)
+    assert torch.allclose(x - m.wte(idx), want.expand(2, 40, d), atol=1e-5)
 
 
 def test_learned_positions_refuse_past_block_size():
@@ -319,6 +360,54 @@ def test_chunk_retrieval_is_sparse_and_trains_landmarks():
         assert torch.equal(y[0, :8], torch.zeros(8, 32))  # the first chunk has nothing to retrieve
 
 
+def chunk_parts(m, x):
+    """The chunk layer's three parts on x [1, T, E]: landmarks (principle 1), the selected chunks
+    (principle 3) and the layer's (attention output, retrieval residual) (principle 2)."""
+    a = m.blocks[1].attn
+    pe = m.positions(x.shape[1], "cpu")
+    _, _, v, q0, k0 = a.qkv(x, pe)
+    r = a.retr
+    lm = r.landmarks(x)
+    kc, vc = (t.reshape(1, t.shape[1], -1, r.C, t.shape[-1]) for t in (k0, v))
+    _, _, idx, _ = r._retrieve(q0, r.C, lm, kc, vc)
+    return lm, idx.sort(-1).values, a(x, pe)
+
+
+@pytest.mark.parametrize("flag, value", [("chunk_encoder", "linear"), ("chunk_bypass", False),
+                                         ("chunk_dense_train", True)])
+def test_chunk_ablation_flag_changes_only_its_part(flag, value):
+    """Each ablation of arXiv 2510.17196's principles, on the same weights, changes exactly its part:
+    the landmark encoder (1), the residual path of the retrieved output (2), the selection in training
+    (3); the other two parts are equal to the full model's, by a forward on fixed weights."""
+    base = dict(chunk_layers="1", chunk_size=8, chunk_topk=2)
+    full = model(**base).train()
+    abl = GPT(cfg(**base, **{flag: value})).train()
+    abl.load_state_dict(full.state_dict())
+    x = torch.randn(1, 32, 32, generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        (lm_f, idx_f, (y_f, r_f)), (lm_a, idx_a, (y_a, r_a)) = chunk_parts(full, x), chunk_parts(abl, x)
+    same_lm, same_sel = torch.equal(lm_f, lm_a), torch.equal(idx_f, idx_a)
+    assert same_lm == (flag != "chunk_encoder")
+    assert same_sel == (flag != "chunk_dense_train") or flag == "chunk_encoder"  # new landmarks may select anew
+    assert r_f is not None
+    if flag == "chunk_bypass":  # retrieval joins the local heads before the shared c_proj: no own residual
+        assert r_a is None and not torch.allclose(y_a, y_f)
+        a = full.blocks[1].attn
+        _, _, v, q0, k0 = a.qkv(x, full.positions(32, "cpu"))
+        with torch.no_grad():
+            heads = a.retr(x, q0, k0, v, project=False)
+            assert torch.allclose(y_a, y_f + a.c_proj(heads), atol=1e-5)  # c_proj(local + retrieved)
+            assert torch.allclose(r_f, a.retr.c_proj(heads), atol=1e-6)   # the full model's own path
+    else:  # local attention unchanged, retrieval keeps its own path
+        assert torch.equal(y_a, y_f) and r_a is not None
+        assert not torch.equal(r_a, r_f)  # its own part changed the branch
+    if flag == "chunk_dense_train":  # every past chunk while training, top-k at evaluation: equal to full
+        assert idx_a.shape[-1] == 4 and idx_f.shape[-1] == 2  # all 4 chunks (later ones get weight 0)
+        full.eval(), abl.eval()
+        with torch.no_grad():
+            assert torch.equal(full(tokens(32))[0], abl(tokens(32))[0])
+
+
 def reference_retrieval(r, x, q, k, v):
     """Per-query loop: top-k past complete chunks by landmark score, attention within each chunk,
     mixed by the softmax of the selected landmark scores."""
@@ -388,7 +477,11 @@ def test_new_projections_are_quantised():
     (dict(rope_frac=0.0), "rope_frac"),
     (dict(rope_frac=1.5), "rope_frac"),
     (dict(hope_cutoff=-1), "hope_cutoff"),
-    (dict(expe_dims=9), "expe_dims"),
+    (dict(expe_dims=33), "expe_dims"),
+    (dict(expe_on="qk", expe_dims=9), "expe_dims"),
+    (dict(expe_on="input"), "expe_on"),
+    (dict(n_layer=2, pos_pattern="expe,rope"), "expe_on=qk"),
+    (dict(chunk_encoder="attn"), "chunk_encoder"),
     (dict(pos="expe", expe_dims=0), "expe_dims"),
     (dict(chunk_layers="all", chunk_size=32), "chunk"),
     (dict(chunk_layers="all", chunk_size=8, chunk_topk=0), "chunk"),
@@ -480,11 +573,11 @@ def test_bf16_causal_gqa_stays_native_and_masked_calls_expand(monkeypatch):
 
 
 def test_expe_positions_stay_float32_under_autocast(monkeypatch):
-    """ExPE's position signal S + slope * n reaches attention unrounded under bf16 autocast (bf16
+    """ExPE on q, k (expe_on=qk): S + slope * n reaches attention unrounded under bf16 autocast (bf16
     would make it a staircase of 8-token steps at 1024), and the layer attends in fp32."""
     calls, sdpa = [], F.scaled_dot_product_attention
     monkeypatch.setattr(F, "scaled_dot_product_attention", lambda q, k, v, **kw: (calls.append((q, k)), sdpa(q, k, v, **kw))[1])
-    m = model(pos="expe", expe_dims=2, block_size=1024, n_layer=1)
+    m = model(pos="expe", expe_on="qk", expe_dims=2, block_size=1024, n_layer=1)
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         m(tokens(1024, B=1))
     q, k = calls[0]

@@ -45,10 +45,13 @@ COUNTS = {  # (study, scale) -> lines of the full grid
     ("qat-probes", "paper"): 54 + 18 + 36 + 135 + 320 - 12,
     ("longctx", "tiny"): 2 * 2 * 2 * 2 * 3,         # qk_norm x GQA x SWA x context x 3 seeds
     ("longctx", "paper"): 2 * 2 * 2 * 2 * 3,
-    ("posenc", "tiny"): 7 * 2 * 2,                  # (5 --pos + swan + chunk) x seeds x (text, passkey)
-    ("posenc", "paper"): 7 * 3,                     # text runs only
-    ("lengen", "tiny"): 4 * 6 * 3 + 3,              # 4 tasks x (5 --pos + swan) x seeds + parity/rope x seeds
-    ("lengen", "paper"): 8 * 7 * 3,                 # tasks x (5 --pos + swan + chunk) x seeds
+    # (6 --pos + swan + chunk) x 3 seeds x (text, passkey) + 3 chunk ablations x 3 seeds (passkey)
+    ("posenc", "tiny"): 8 * 3 * 2 + 3 * 3,
+    ("posenc", "paper"): 8 * 3,                     # text runs only
+    # 3 tasks x (6 --pos + swan) x seeds + parity/rope x seeds + the threshold sweep: 3 tasks x
+    # (3 depths x 3 lengths - the main grid's recipe run at 16) x 3 seeds
+    ("lengen", "tiny"): 3 * 7 * 3 + 3 + 3 * 8 * 3,
+    ("lengen", "paper"): 8 * 8 * 3 + 3 * 11 * 3,    # tasks x (6 --pos + swan + chunk) x seeds + threshold
 }
 N_QAT = COUNTS[("qat", "tiny")]  # the tiny grid the pool tests run with the stub
 
@@ -248,7 +251,7 @@ def test_longctx_grid(env, scale):
 
 def test_posenc_and_lengen_grids(env):
     lines = sweep(env, "-n", "posenc").stdout.splitlines()
-    assert {flag(train_steps(l), "--pos") for l in lines} == {"rope", "nope", "alibi", "hope", "expe", None}
+    assert {flag(train_steps(l), "--pos") for l in lines} == {"rope", "nope", "alibi", "hope", "expe", "sinusoidal", None}
     assert any("--swan true" in l for l in lines) and any("--chunk_layers" in l for l in lines)
     kinds = {}
     for l in lines:  # train short, evaluate long
@@ -262,21 +265,36 @@ def test_posenc_and_lengen_grids(env):
         assert kind == "text" or (flag(a, "--task_list"), flag(a, "--task_loss"), flag(ev, "--score")) == \
             ("passkey", "answer", "exact")
         assert ("--logn" in ev) == ("--swan" in a)
-        kinds.setdefault(kind, set()).add((flag(a, "--pos"), "--swan" in a, flag(a, "--chunk_layers"), flag(a, "--seed")))
-    assert len(kinds["text"]) == len(kinds["passkey"]) == 14 and kinds["text"] == kinds["passkey"]
+        abl = tuple(x for x in ("--chunk_encoder", "--chunk_bypass", "--chunk_dense_train") if x in a)
+        kinds.setdefault(kind, set()).add((flag(a, "--pos"), "--swan" in a, flag(a, "--chunk_layers"), abl,
+                                           flag(a, "--seed")))
+    ablations = {k for k in kinds["passkey"] if k[3]}  # one principle removed at a time, 3 seeds, passkey only
+    assert {k[3] for k in ablations} == {("--chunk_encoder",), ("--chunk_bypass",), ("--chunk_dense_train",)}
+    assert len(ablations) == 9 and all(k[2] == "1" for k in ablations)
+    assert len(kinds["text"]) == 24 and kinds["text"] == kinds["passkey"] - ablations
     lines = sweep(env, "-n", "lengen").stdout.splitlines()
-    cells = {}
+    cells, thr = {}, {}
     for l in lines:
         a = train_steps(l)
         n = int(flag(a, "--algo_len").split(",")[1])
         ev = shlex.split(l.split(" && ")[1])
         assert flag(a, "--algo") == flag(ev, "--tasks") and flag(ev, "--lengths") == f"{n},{2 * n},{3 * n}"
         enc = "swan" if "--swan" in a else flag(a, "--pos")
+        if "/threshold/" in flag(a, "--out_dir"):  # the threshold sweep: (task, layers) -> {N: seeds}
+            assert enc == "nope" and a.count("--n_layer") == 1
+            thr.setdefault((flag(a, "--algo"), flag(a, "--n_layer")), {}).setdefault(n, set()).add(flag(a, "--seed"))
+            continue
+        assert n == 16
         cells.setdefault((flag(a, "--algo"), enc), set()).add(flag(a, "--seed"))
-    assert {t for t, _ in cells} == {"copy", "reverse", "sort", "parity_scratch", "parity"}
+    assert {t for t, _ in cells} == {"copy", "sort", "parity_scratch", "parity"}
     assert all(len(s) >= 3 for s in cells.values())  # >= 3 seeds per cell
-    for t in ("copy", "reverse", "sort", "parity_scratch"):
-        assert {e for tt, e in cells if tt == t} == {"rope", "nope", "alibi", "hope", "expe", "swan"}
+    for t in ("copy", "sort", "parity_scratch"):
+        assert {e for tt, e in cells if tt == t} == {"rope", "nope", "alibi", "hope", "expe", "sinusoidal", "swan"}
+    recipe = {"copy": "3", "sort": "3", "parity_scratch": "4"}
+    assert set(thr) == {(t, d) for t in recipe for d in ("1", "2", recipe[t])}
+    for (t, d), by_n in thr.items():  # the main grid's recipe run supplies N = 16 at the recipe's depth
+        assert set(by_n) == ({8, 24} if d == recipe[t] else {8, 16, 24})
+        assert all(s == {"0", "1", "2"} for s in by_n.values())
     assert {e for t, e in cells if t == "parity"} == {"rope"}
     lines = sweep(env, "-n", "lengen", SCALE="paper").stdout.splitlines()
     assert {flag(train_steps(l), "--algo") for l in lines} == set(train.tasks.ALGO_TASKS)
