@@ -217,7 +217,7 @@ grid_qat_probes() {
 # Lines are seed-major (the longer first-seed lines start first); every step resumes on its own.
 grid_longctx() {
     local d=$OUT/longctx size qks kvs ctxs window global target seeds tps steps frac fracs early mix
-    local evalf extf tgt_lengths base
+    local evalf extf tgt_lengths base mlp=""
     if [[ $SCALE == tiny ]]; then
         size=0.1M; qks="none head"; kvs="2 1"; ctxs="64 128"; window=32; global=2; target=512; seeds="0 1 2"
         tps=2048; steps=192; frac=0.05; fracs="0.25 1"; early=0.5; mix=0.25
@@ -225,7 +225,9 @@ grid_longctx() {
         evalf="--tasks ppl --ppl_tokens 16384 --longppl_short 32 --alpha 0.5 --beta 4 --quiet"
         tgt_lengths=$target
     else
-        size=100M; qks="none head"; kvs="12 3"; ctxs="1024 2048"; window=256; global=4; target=32768; seeds="0 1 2"
+        # swiglu: every cell exports to transformers (HELMET / RULER); window = the short pretraining context
+        size=100M; qks="none head"; kvs="12 3"; ctxs="1024 2048"; window=1024; global=4; target=32768; seeds="0 1 2"
+        mlp=" --mlp swiglu"
         tps=131072; steps=15259; frac=0.05; fracs="0.25 1"; early=0.25; mix=0.25   # 2.0B tokens, 100M tokens of extension
         base="--grad_accum 4 --eval_interval 500 --ckpt_every 500 --ptq_bits '' $PAPER_FINAL_EVAL"
         evalf="--tasks ppl,passkey,niah_single,niah_multikey,niah_multivalue,niah_multiquery,vt,cwe,fwe,json_kv"
@@ -236,10 +238,14 @@ grid_longctx() {
     for seed in $seeds; do for qk in $qks; do for kv in $kvs; do for w in 0 $window; do for ctx in $ctxs; do
         run=$d/${size}_qk${qk}_kv${kv}_w${w}_ctx${ctx}_s${seed}; ext=$run-ntk$target-f$frac
         swa=""; [[ $w != 0 ]] && swa=" --window $w --global_every $global"
-        extf="--factor $(( target / ctx )) --short_frac $mix --quiet"
-        line="$PY train.py --size $size --qk_norm $qk --n_kv_head $kv$swa --block_size $ctx"
+        # RoPE scaled on the global layers only, as Olmo 3 (= every layer without SWA); the extension's
+        # own LR schedule (extend.py --lr_frac, its default: a fraction of the pretraining peak, decaying)
+        extf="--factor $(( target / ctx )) --short_frac $mix --layers global --quiet"
+        line="$PY train.py --size $size --qk_norm $qk --n_kv_head $kv$swa --block_size $ctx$mlp"
         line+=" --batch_size $(( tps / ctx )) --iters $steps --save_at $early --seed $seed $base $TRAIN_FLAGS --out_dir $run"
         line+=" && $PY evaluate.py $run --lengths $ctx,$tgt_lengths --probe_samples 4 $evalf"
+        line+=" && $PY extend.py $run --method ntk $extf --out_dir $run-ntk$target-free"  # the gain's baseline
+        line+=" && $PY evaluate.py $run-ntk$target-free --lengths $tgt_lengths --no_probes $evalf"
         line+=" && $PY extend.py $run --method ntk --token_frac $frac $extf --out_dir $ext"
         line+=" && $PY evaluate.py $ext --lengths $tgt_lengths --no_probes $evalf"
         line+=" && $PY extend.py $run --ckpt $early --method ntk --token_frac $frac $extf --out_dir $ext-at$early"
@@ -252,6 +258,12 @@ grid_longctx() {
             line+=" && $PY extend.py $run --method yarn --stages 2 --stage1_factor $(( target / ctx / 2 )) --token_frac $frac"
             line+=" $extf --out_dir $run-yarn2st$target-f$frac"
             line+=" && $PY evaluate.py $run-yarn2st$target-f$frac --lengths $tgt_lengths --no_probes $evalf"
+            line+=" && $PY extend.py $run --method ntk --token_frac $frac $extf --lr_frac 0 --out_dir $ext-lrparent"
+            line+=" && $PY evaluate.py $ext-lrparent --lengths $tgt_lengths --no_probes $evalf"  # the old re-warm
+            if [[ -n $swa ]]; then  # RoPE scaled on every layer, windowed ones too
+                line+=" && $PY extend.py $run --method ntk --token_frac $frac ${extf/--layers global/--layers all}"
+                line+=" --out_dir $ext-alllayers && $PY evaluate.py $ext-alllayers --lengths $tgt_lengths --no_probes $evalf"
+            fi
         fi
         emit "$line"
     done; done; done; done; done
