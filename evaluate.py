@@ -42,6 +42,7 @@ import torch
 import torch.nn.functional as F
 
 import cli
+import data
 import train
 from cli import UserError, flag, parse, write_json, main as cli_main
 from quant import check_bits, frozen, grid_distance, parse_clip
@@ -478,6 +479,9 @@ class EvalConfig:
     stride: int = flag(0, "ppl sliding windows: score the last `stride` tokens of each window (0 = L)")
     ppl_tokens: int = flag(0, "scored tokens per length, from the start of the val documents (0 = 32768; --quick 8192)")
     buckets: str = flag("log2", "ppl position buckets: log2 | N equal-width buckets")
+    eval_data: str = flag("", "ppl documents from this corpus's held-out split (a long-document set, e.g. a data.py "
+                              "prepare of books) instead of the run's val documents")
+    min_windows: int = flag(1, "refuse to run when the ppl documents hold fewer full windows than this at a length")
     no_longppl: bool = flag(False, "skip LongPPL")
     longppl_short: int = flag(64, "LongPPL truncation length K (the paper's, a minimum): short windows every step "
                               "tokens from each window's first token (as the reference find_key_token); a target's "
@@ -643,6 +647,11 @@ def evaluate_run(ec):
 
     corpus = train.corpus_of(tc)
     docs = corpus.val_docs()  # without their trailing end-of-text separator
+    if ec.eval_data:  # a long-document set apart from the training corpus, tokenized as the run was
+        docs = data.load_corpus(ec.eval_data, tc.tokenizer, tc.vocab_size, tc.cache_dir, tc.val_frac).val_docs()
+    if "ppl" in tasks:  # before anything is computed: outcomes inside single documents need enough windows
+        data.check_windows([len(d) for d in docs], lengths, ec.min_windows, ec.eval_data or f"{ec.run}'s val documents",
+                           ec.stride)
     haystack = {"repeat": None, "needle": "needle", "corpus": corpus.val}[ec.haystack]
     if corpus.enc is None and [t for t in tasks if t in TASKS]:
         raise UserError(f"{ec.run}'s corpus has no tokenizer (--tokenizer none): only ppl can be evaluated")

@@ -399,6 +399,24 @@ def test_end_to_end_writes_eval_json(run_dir):
     assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
 
 
+def test_eval_data_long_documents_and_the_window_check(run_dir, tmp_path, capsys):
+    """ppl outcomes live inside single documents: the run's own val documents (2 short ones) hold too
+    few windows of 1024 and evaluate.py refuses before computing anything; a long-document set
+    (--eval_data, prepared by data.py with the run's tokenizer) holds enough and is what gets scored."""
+    from conftest import write_corpus
+    err = one_line_error(capsys, run_dir, "--tasks", "ppl", "--lengths", "1024", "--min_windows", "8",
+                         "--out", str(tmp_path / "no.json"))
+    assert "evaluation windows of 1024 tokens (need 8" in err and not (tmp_path / "no.json").exists()
+    books = str(tmp_path / "books")
+    data.prepare(write_corpus(str(tmp_path / "src"), n_docs=2, words=12000), books, vocab_size=512, val_frac=0.5)
+    out = tmp_path / "ev.json"
+    E.main([run_dir, "--tasks", "ppl", "--lengths", "1024", "--min_windows", "8", "--eval_data", books,
+            "--no_probes", "--longppl_short", "512", "--out", str(out), "--quiet"])
+    ev = json.loads(out.read_text())
+    n = len(data.load_corpus(books, "cl100k_base", 512).val_docs()[0])
+    assert ev["ppl"]["tokens"]["1024"] == 1024 * data.windows_per_length([n], [1024])[1024] >= 8 * 1024
+
+
 def one_line_error(capsys, *argv):
     with pytest.raises(SystemExit) as e:
         E.main(list(argv) + ["--quiet"])
