@@ -44,7 +44,7 @@ DEFAULT_TOKEN_FRAC = 0.05  # --train: the seed extends with a small fraction of 
 # Continued training's own LR schedule: long-context continued pretraining restarts an annealed model at a
 # fraction of its pretraining peak with a short warmup and a decay (e.g. arXiv 2309.16039, 2407.21783), not
 # at the peak again; the fraction was chosen by a small sweep on the tiny longctx grid (results/longctx).
-DEFAULT_LR_FRAC = 0.1
+DEFAULT_LR_FRAC = 0.3
 DEFAULT_EXT_WARMUP = 0.1  # share of the extension's steps of linear warmup; the rest decays linearly to 0
 SCALINGS = ROPE_SCALINGS[1:]  # the methods that rescale RoPE frequencies
 

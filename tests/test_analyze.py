@@ -369,14 +369,15 @@ def test_longctx_end_to_end_on_the_tiny_grid(tmp_path):
     assert set(lc) == {"contexts", "short_block", "extensions", "main_recipe", "recipes", "runs", "outcomes",
                        "gain", "flagged_recipes", "sinks"}
     assert lc["sinks"] == {"rate_min": 0.0, "rate_max": 0.0, "formed": False, "path": None}  # no sinks: no path
-    main = "ntk frac=0.05 short_frac=0.25 layers=global lr=0.1x"
+    lr = f"lr={extend.DEFAULT_LR_FRAC:g}x"
+    main = f"ntk frac=0.05 short_frac=0.25 layers=global {lr}"
     assert lc["main_recipe"] == main and lc["recipes"][main] == 48
     assert lc["recipes"]["ntk training-free layers=global"] == 48  # the gain's baseline: no recipe of its own
     gain = {g["recipe"]: g for g in lc["gain"]}
     g = gain[main]  # the planted gains: 0.02 + 0.0025 over the parent, 0.04 + 0.0025 over training-free
     assert g["gain_parent"]["lo"] < 0.0225 < g["gain_parent"]["hi"] and g["gain_free"]["lo"] < 0.0425 < g["gain_free"]["hi"]
     assert g["gain_free"]["n"] == 48 and g["gain_free"]["cells_positive"] == 16 and not g["flagged"]
-    rewarm = main.replace("lr=0.1x", "lr=parent")
+    rewarm = main.replace(lr, "lr=parent")
     assert lc["flagged_recipes"] == [rewarm] and gain[rewarm]["gain_parent"]["hi"] < 0 and gain[rewarm]["gain_parent"]["n_positive"] < 4
     assert gain[main.replace("layers=global ", "")]["gain_free"] is None  # no training-free run with every layer scaled
     assert "FLAG: " + rewarm in (out / "longctx" / "analysis.md").read_text()
@@ -390,7 +391,7 @@ def test_longctx_end_to_end_on_the_tiny_grid(tmp_path):
     assert eff["short_ctx"]["lo"] < 0.04 < eff["short_ctx"]["hi"] and eff["swa"]["lo"] < -0.04 < eff["swa"]["hi"]
     assert o["early"]["n"] >= 16 and len(o["variants"]) == 5
     assert {v["recipe"] for v in o["variants"]} == {
-        main.replace("0.05", "1"), "yarn 2-stage frac=0.05 short_frac=0.25 layers=global lr=0.1x",
+        main.replace("0.05", "1"), f"yarn 2-stage frac=0.05 short_frac=0.25 layers=global {lr}",
         rewarm, main.replace("layers=global ", ""), "ntk training-free layers=global"}
     assert os.path.exists(out / "longctx" / "longctx_outcome_vs_count.png")
     readme = open(os.path.join(root, "results", "longctx", "README.md")).read()  # the study write-up
