@@ -1083,7 +1083,11 @@ OUTCOMES = {  # name -> (what, higher is better)
     "gap": ("loss at the target minus the parent's loss at its pretraining length, same val tokens (nats)", False),
     "longppl": ("post-extension log LongPPL at the target: mean loss of the key tokens (nats)", False),
     "key_frac": ("share of the target's tokens that are LongPPL key tokens (the model's own)", True),
-    "retrieval": ("retrieval score at the target (evaluate.py score)", True)}
+    "retrieval": ("retrieval score at the target (evaluate.py score)", True),
+    "gain_parent": ("extension gain: the unextended parent's loss at the target minus the extended run's (nats)", True),
+    "gain_free": ("extension gain: the training-free scaling's loss at the target (same method and layers) minus "
+                  "the extended run's (nats)", True)}
+MEASURED = ("loss", "gap", "longppl", "key_frac", "retrieval")  # read from eval.json; the gains are differences
 PREDICTORS = ("train_loss_smooth", "val_loss", "pre", "sink_rate", "sink_strength")
 
 
@@ -1112,8 +1116,23 @@ def recipe(run):
     budget = (f"frac={b['token_frac']:g}" if b.get("source") == "token_frac" else
               f"{b['source']}={b.get(b['source'])}" if b.get("source") else
               f"iters={lin['iters']}" if lin.get("iters") else "training-free")
-    mix = f" short_frac={lin['short_frac']:g}" if num(lin.get("short_frac")) else ""
-    return f"{lin.get('method')}{' 2-stage' if lin.get('stages') == 2 else ''} {budget}{mix}"
+    mix = f" short_frac={lin['short_frac']:g}" if num(lin.get("short_frac")) and budget != "training-free" else ""
+    layers = " layers=global" if lin.get("layers") == "global" else ""
+    lr = "" if budget == "training-free" or "lr_frac" not in lin else \
+        f" lr={lin['lr_frac']:g}x" if num(lin["lr_frac"]) else " lr=parent" if lin["lr_frac"] == 0 else f" lr={lin.get('lr')}"
+    return f"{lin.get('method')}{' 2-stage' if lin.get('stages') == 2 else ''} {budget}{mix}{layers}{lr}"
+
+
+def training_free(run):
+    """An extension without continued training (its lineage has no budget)."""
+    lin = run.get("lineage") or {}
+    return not (lin.get("budget") or lin.get("iters"))
+
+
+def scaling_key(run):
+    """What a training-free extension shares with a trained one it is the baseline of."""
+    lin = run.get("lineage") or {}
+    return (lin.get("method"), lin.get("layers") or "all", num(lin.get("factor")))
 
 
 def target_loss(run):
@@ -1149,18 +1168,58 @@ def longctx_rows(runs):
         seed = num(root["config"].get("seed"))
         row = {"run": r["run_name"], "root": root["run_name"], "seed": int(seed) if seed is not None and seed.is_integer() else seed,
                "recipe": recipe(r) if ext else "no extension", "ckpt": ckpt, "ctx": ctx,
+               "training_free": training_free(r) if ext else None, "_scaling": scaling_key(r),
                **outcome_values(r, root, ctx),
                "train_loss_smooth": num(m.get("train_loss_smooth", m.get("train_loss"))),
                "val_loss": num(m.get("val_loss")), "sink_rate": num(ev.get("sink_rate")),
                "sink_strength": num(ev.get("sink_strength"))}
         pre = outcome_values(root, root, ctx) if ext else {}
-        rows.append({**row, **{f"pre_{k}": pre.get(k) for k in OUTCOMES}, "_model_config": root["model_config"]})
+        rows.append({**row, **{f"pre_{k}": pre.get(k) for k in MEASURED}, "_model_config": root["model_config"]})
+    extension_gains(rows)
     contexts = sorted({w["ctx"] for w in rows if w["ctx"] is not None})
     short = contexts[0] if len(contexts) >= 2 else None
     for w in rows:
         ax = feature_axes(w.pop("_model_config"), w["ctx"], short)
         w.update(ax, count=sum(ax.values()), cell="".join(str(ax[k]) for k in FEATURES))
     return rows, contexts, short, bool(ext)
+
+
+def extension_gains(rows):
+    """gain_parent and gain_free of every extension on a final checkpoint (lower loss = positive gain):
+    the root's own loss at the target (evaluate.py before extension), and the loss of the training-free
+    extension of the same root with the same scaling (none: None), each minus the run's loss."""
+    free = {(w["root"], w["_scaling"]): w["loss"] for w in rows if w["training_free"] and w["ckpt"] == "final"}
+    for w in rows:
+        final = w["ckpt"] == "final" and w["loss"] is not None and w["training_free"] is not None
+        w["gain_parent"] = w["pre_loss"] - w["loss"] if final and w["pre_loss"] is not None else None
+        key = (w["root"], w.pop("_scaling"))
+        base = free.get(key) if final and not w["training_free"] else None
+        w["gain_free"] = base - w["loss"] if base is not None else None
+
+
+def gain_report(rows, level=0.95):
+    """Does each recipe extend? Per trained recipe on final checkpoints, each gain (gain_parent,
+    gain_free): runs, mean with its 95% CI over runs, runs and cells with a positive gain; flagged
+    when a mean gain is not positive (the extension hurts at the target, on average)."""
+    out = []
+    for rec in sorted({w["recipe"] for w in rows if w["ckpt"] == "final" and w["training_free"] is False}):
+        entry = {"recipe": rec}
+        for key in ("gain_parent", "gain_free"):
+            rs = [w for w in rows if w["recipe"] == rec and w["ckpt"] == "final" and w[key] is not None]
+            if not rs:
+                entry[key] = None
+                continue
+            v = np.array([w[key] for w in rs])
+            cells = defaultdict(list)
+            for w in rs:
+                cells[w["cell"]].append(w[key])
+            half = stats.t.ppf(0.5 + level / 2, len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v)) if len(v) > 1 else math.nan
+            entry[key] = {"n": len(v), "mean": float(v.mean()), "lo": float(v.mean() - half), "hi": float(v.mean() + half),
+                          "n_positive": int((v > 0).sum()), "n_cells": len(cells),
+                          "cells_positive": sum(np.mean(c) > 0 for c in cells.values())}
+        entry["flagged"] = any(entry[k] is not None and not entry[k]["mean"] > 0 for k in ("gain_parent", "gain_free"))
+        out.append(entry)
+    return out
 
 
 def fit_summary(fit, names=None):
@@ -1216,7 +1275,14 @@ def outcome_report(rows, key, level=0.95):
             fit = ols(x[ok], y[ok], [p], level)
             preds.append({"predictor": "pre-extension " + key if p == "pre" else p, "n": int(ok.sum()),
                           "slope": fit["coefs"][1]["est"], "r2": fit["r2"], "loo_r2": loo_r2(x[ok], y[ok])})
+    better = max if OUTCOMES[key][1] else min
+    best, worst = better(means, key=means.get), (min if OUTCOMES[key][1] else max)(means, key=means.get)
+    drop = {"best_cell": best, "worst_cell": worst, "best": means[best], "worst": means[worst],
+            "drop_pct": 100 * abs(means[worst] - means[best]) / abs(means[best]) if means[best] else None}
+    loco = [m for m in models if m["loco_r2"] is not None and math.isfinite(m["loco_r2"])]
     return {"what": OUTCOMES[key][0], "higher_is_better": OUTCOMES[key][1], "n": len(rs), "n_cells": len(cells),
+            "relative_drop": drop if key in MEASURED else None,
+            "best_by_loco": max(loco, key=lambda m: m["loco_r2"])["model"] if loco else None,
             "seeds": seeds, "cells": [{"cell": c, **dict(zip(FEATURES, map(int, c))), "count": c.count("1"), "n": len(v),
                                        "mean": means[c], "sd": sd1(v)}
                                       for c, v in sorted(cells.items())],
@@ -1276,14 +1342,18 @@ def longctx_report(runs):
     if not rows:
         return None
     finals = [w["recipe"] for w in rows if w["ckpt"] == "final"]
-    main = max(sorted(set(finals)), key=finals.count) if finals else None
+    trained = [w["recipe"] for w in rows if w["ckpt"] == "final" and not w["training_free"]] or finals
+    main = max(sorted(set(trained)), key=trained.count) if trained else None  # a training-free baseline is no recipe
     out = {}
     for key in OUTCOMES:
         rep = outcome_report([w for w in rows if w["recipe"] == main and w["ckpt"] == "final"], key)
         if rep:
             out[key] = dict(rep, early=early_report(rows, main, key), variants=variant_report(rows, main, key))
-    return {"contexts": contexts, "short_block": short, "extensions": ext, "main_recipe": main,
-            "recipes": {r: finals.count(r) for r in sorted(set(finals))}, "runs": rows, "outcomes": out}
+    gain = gain_report(rows)
+    main_rows = [w for w in rows if w["recipe"] == main and w["ckpt"] == "final"]
+    return {"sinks": sink_path(main_rows, "loss"), "contexts": contexts, "short_block": short, "extensions": ext, "main_recipe": main,
+            "recipes": {r: finals.count(r) for r in sorted(set(finals))}, "runs": rows, "outcomes": out,
+            "gain": gain, "flagged_recipes": [g["recipe"] for g in gain if g["flagged"]]}
 
 
 def longctx_md(lc):
@@ -1295,6 +1365,14 @@ def longctx_md(lc):
          f"recipes: {', '.join(f'{r} ({n})' for r, n in lc['recipes'].items()) or '-'}. Features: "
          f"{', '.join(FEATURES)} (1 = present). Effects are in the outcome's units, 95% confidence intervals in "
          f"brackets; init sd = pooled sd over seeds within a cell.", ""]
+    L += gain_md(lc)
+    sk = lc.get("sinks")
+    if sk:
+        L += [f"Sinks (main recipe's roots): sink rate {f(sk['rate_min'], '.3f')} .. {f(sk['rate_max'], '.3f')}; " +
+              ("no head sinks, so the QK-norm -> sink -> outcome path is not tested." if not sk["path"] else
+               f"QK-norm on the sink rate {ci(sk['path']['qk_norm_on_sink_rate']['est'], sk['path']['qk_norm_on_sink_rate']['lo'], sk['path']['qk_norm_on_sink_rate']['hi'], '+.3f')}; "
+               "sink rate -> loss within each context: " + ", ".join(
+                   f"ctx {w['ctx']}: slope {f(w['slope'], '+.3g')}, R^2 {f(w['r2'], '.2f')}" for w in sk["path"]["within_ctx"])), ""]
     outs = lc["outcomes"]
     if outs:
         first = next(iter(outs.values()))
@@ -1305,7 +1383,13 @@ def longctx_md(lc):
                       for o in outs.values())] for c in first["cells"]]) + [""]
     for key, o in outs.items():
         sv = o["seed_variance"]
-        L += [f"### {key}: {o['what']} ({'higher' if o['higher_is_better'] else 'lower'} is better)", "",
+        rd = o.get("relative_drop")
+        L += [f"### {key}: {o['what']} ({'higher' if o['higher_is_better'] else 'lower'} is better)", ""]
+        if rd:
+            L += [f"Headline: the worst cell ({rd['worst_cell']}, {f(rd['worst'], '.4f')}) is {f(rd['drop_pct'], '.1f')}% "
+                  f"from the best ({rd['best_cell']}, {f(rd['best'], '.4f')}). Best model by leave-one-cell-out R^2: "
+                  f"**{o['best_by_loco']}**.", ""]
+        L += [
               f"{o['n']} runs, {o['n_cells']} cells, seeds {o['seeds']}. Init swing: sd {f(sv['init_sd'], '.4f')} "
               f"({sv['dof']} dof); the largest range over seeds in a cell is {f(sv['swing_share_max'], '.0%')} of the "
               f"range of the cell means ({f(sv['cell_mean_range'], '.4f')}), median {f(sv['swing_share_median'], '.0%')}.", ""]
@@ -1348,6 +1432,45 @@ def longctx_md(lc):
                          f"{f(v['count']['r2'], '.2f')} / {f(v['count_loo_r2'], '.2f')}",
                          ", ".join(f"{c['name']} {f(c['est'], '+.3f')}" for c in v["additive"]["coefs"])]
                         for v in o["variants"]]) + [""]
+    return L
+
+
+def sink_path(rows, key, level=0.95):
+    """The seed's QK-norm -> attention sink -> outcome path, reported only where sinks form: the sink
+    rate range over the roots first; where it varies, QK-norm's effect on the sink rate and the sink
+    rate's slope on the outcome within each pretraining context (a pooled fit mixes the contexts)."""
+    r = [w for w in rows if w["sink_rate"] is not None]
+    if not r:
+        return None
+    rates = [w["sink_rate"] for w in r]
+    out = {"rate_min": min(rates), "rate_max": max(rates), "formed": max(rates) > 0, "path": None}
+    if not out["formed"] or len(set(rates)) < 2:
+        return out
+    q = ols([w["qk_norm"] for w in r], rates, ["qk_norm"], level)["coefs"][1]
+    within = []
+    for ctx in sorted({w["ctx"] for w in r}):
+        pts = [(w["sink_rate"], w[key]) for w in r if w["ctx"] == ctx and w[key] is not None]
+        if len(pts) >= 3 and len({x for x, _ in pts}) > 1:
+            fit = ols([x for x, _ in pts], [y for _, y in pts], ["sink_rate"], level)
+            within.append({"ctx": ctx, "n": len(pts), "slope": fit["coefs"][1]["est"], "r2": fit["r2"]})
+    out["path"] = {"outcome": key, "qk_norm_on_sink_rate": {k: q[k] for k in ("est", "lo", "hi")}, "within_ctx": within}
+    return out
+
+
+def gain_md(lc):
+    """The extension-gain check: does each recipe extend (lower loss at the target than the parent and
+    than training-free scaling)? A recipe whose mean gain is not positive is flagged."""
+    if not lc.get("gain"):
+        return []
+    L = ["### Does the extension extend? Extension gain at the target (nats; positive = the extension helps)", ""]
+    cell = lambda g: (f"{ci(g['mean'], g['lo'], g['hi'], '+.4f')}; runs > 0: {g['n_positive']}/{g['n']}, cells > 0: "
+                      f"{g['cells_positive']}/{g['n_cells']}") if g else "-"
+    L += table(["recipe", "vs the unextended parent", "vs training-free scaling", "flag"],
+               [[g["recipe"] + (" (main)" if g["recipe"] == lc["main_recipe"] else ""), cell(g["gain_parent"]),
+                 cell(g["gain_free"]), "**mean gain not positive**" if g["flagged"] else ""] for g in lc["gain"]]) + [""]
+    for rec in lc["flagged_recipes"]:
+        L += [f"**FLAG: {rec} does not extend: its mean gain at the target is not positive; its outcomes measure "
+              f"a recipe that hurts, not what an extension recovers.**", ""]
     return L
 
 

@@ -935,6 +935,29 @@ def verify(folder):
     except Corrupt as e:
         raise UserError(f"{folder}: {e}; run data.py prepare again") from None
 
+def windows_per_length(doc_lens, lengths, stride=0):
+    """{L: full-context evaluation windows of L inputs (+ 1 target) inside single documents}, as
+    evaluate.py lays them (one every stride tokens, default L; a document of n tokens holds
+    ceil((n - L) / stride) of them when n > L): loss, gap and LongPPL never cross a document end."""
+    out = {}
+    for L in lengths:
+        step = min(stride, L) if stride else L
+        out[L] = int(sum(-(-(n - L) // step) for n in doc_lens if n > L))
+    return out
+
+
+def check_windows(doc_lens, lengths, need, what, stride=0):
+    """Refuse (one line) an evaluation set whose documents hold fewer than `need` windows at some
+    length: its long-context outcomes would be null or rest on a document or two."""
+    counts = windows_per_length(doc_lens, lengths, stride)
+    short = [L for L in lengths if counts[L] < need]
+    if short:
+        L = short[0]
+        raise UserError(f"{what}: {counts[L]} evaluation windows of {L} tokens (need {need}; longest document "
+                        f"{max(doc_lens, default=0)} tokens): evaluate on long documents (--eval_data / EVAL_DATA, "
+                        f"e.g. a data.py prepare of books)")
+    return counts
+
 # -----------------------------------------------------------------------------
 # Command line
 
@@ -953,10 +976,22 @@ def main(argv=None):
     pp.add_argument("--shard_tokens", type=int, default=SHARD_TOKENS, help=f"default {SHARD_TOKENS}")
     pp.add_bool("--quiet", False, "no progress bar")
     sub.add_parser("verify", help="check every checksum, token id and count of a prepared folder").add_argument("dir")
+    pw = sub.add_parser("windows", help="refuse a folder whose held-out documents hold too few windows at a length")
+    pw.add_argument("dir", help="a prepared folder (its held-out split: the evaluation documents)")
+    pw.add_argument("--lengths", required=True, help="comma-separated evaluation lengths, e.g. 16384,32768")
+    pw.add_argument("--min_windows", type=int, default=8, help="windows needed at every length (default 8)")
+    pw.add_argument("--tokenizer", default="cl100k_base", help="tiktoken encoding (default cl100k_base)")
+    pw.add_argument("--vocab_size", type=int, default=4096, help="truncated vocabulary (default 4096)")
     args = p.parse_args(argv)
 
     def body():
         t = time.time()
+        if args.cmd == "windows":
+            lengths = [int(x) for x in args.lengths.split(",") if x.strip()]
+            docs = load_corpus(args.dir, args.tokenizer, args.vocab_size).val_docs()
+            counts = check_windows([len(d) for d in docs], lengths, args.min_windows, args.dir)
+            print(f"ok: {args.dir}: " + ", ".join(f"{n} windows of {L}" for L, n in counts.items()))
+            return
         if args.cmd == "verify":
             m = verify(args.dir)
             print(f"ok: {args.dir}: {len(m['shards'])} shards, {m['n_train_tokens']:,} train + "

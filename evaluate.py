@@ -42,6 +42,7 @@ import torch
 import torch.nn.functional as F
 
 import cli
+import data
 import train
 from cli import UserError, flag, parse, write_json, main as cli_main
 from quant import check_bits, frozen, grid_distance, parse_clip
@@ -211,21 +212,25 @@ def doc_losses(model, docs, L, stride, max_tokens=0, edges=None, batch_tokens=81
 
 def short_context(c, K, W):
     """LongPPL short context (arXiv 2410.23771) of a target whose full context is its c preceding
-    tokens inside its own window: the last K + ((c - K - 1) mod W) of them, i.e. between K (the
-    paper's truncation length: a minimum) and K + W - 1 tokens, always a strict suffix of the full
-    context; W = 1 gives exactly K. 0 when c <= K: the short context would not be shorter, the loss
-    difference is 0 and the target is no key-token candidate. Works on arrays."""
+    tokens inside its own window, as the paper's reference find_key_token lays its short windows
+    over a text: one every W tokens from the text's first token (starts 0, W, 2W, ...), each
+    scoring the targets K .. K + W - 1 tokens after its start. So the short context is the last
+    K + ((c - K) mod W) tokens, between K (the paper's truncation length: a minimum) and K + W - 1;
+    W = 1 gives exactly K. 0 (no key-token candidate) when that is not shorter than c: c <= K, and
+    the first window's targets (c < K + W), whose short window starts at the text's first token
+    too, so the loss difference is 0. Works on arrays."""
     c = np.asarray(c)
-    return np.where(c > K, K + (c - K - 1) % W, 0)
+    s = K + (np.maximum(c, K) - K) % W
+    return np.where(s < c, s, 0)
 
 
 def short_windows(L, first, K, W):
     """The short-context windows inside one full window of L inputs whose own targets sit at
-    positions p >= first: [(u, n)], n inputs from full-window position u = 1 + jW; window j scores
-    the targets at full positions p in [u + K - 1, u + n - 1] (full context c = p + 1, short
-    context c - u = short_context(c, K, W))."""
+    positions p >= first: [(u, n)], n inputs from full-window position u = jW, j >= 1 (the window
+    at 0 would score no candidate); window j scores the targets at full positions p in
+    [u + K - 1, u + n - 1] (full context c = p + 1, short context c - u = short_context(c, K, W))."""
     out = []
-    u = 1
+    u = W
     while u + K - 1 <= L - 1:
         n = min(K + W - 1, L - u)
         if u + n - 1 >= first:
@@ -501,10 +506,13 @@ class EvalConfig:
     stride: int = flag(0, "ppl sliding windows: score the last `stride` tokens of each window (0 = L)")
     ppl_tokens: int = flag(0, "scored tokens per length, from the start of the val documents (0 = 32768; --quick 8192)")
     buckets: str = flag("log2", "ppl position buckets: log2 | N equal-width buckets")
+    eval_data: str = flag("", "ppl documents from this corpus's held-out split (a long-document set, e.g. a data.py "
+                              "prepare of books) instead of the run's val documents")
+    min_windows: int = flag(1, "refuse to run when the ppl documents hold fewer full windows than this at a length")
     no_longppl: bool = flag(False, "skip LongPPL")
-    longppl_short: int = flag(64, "LongPPL truncation length K (the paper's, a minimum): a target whose full context "
-                              "holds more than K tokens is a key-token candidate, its short context the last K.."
-                              "K+step-1 tokens of that full context")
+    longppl_short: int = flag(64, "LongPPL truncation length K (the paper's, a minimum): short windows every step "
+                              "tokens from each window's first token (as the reference find_key_token); a target's "
+                              "short context is the last K..K+step-1 tokens of its full context, a candidate when shorter")
     longppl_step: int = flag(0, "LongPPL short windows: one every step tokens inside each full window (0 = K/4, as "
                                 "the paper's 4096/1024; 1 = a short context of exactly K tokens)")
     alpha: float = flag(2.0, "LongPPL: minimum loss drop short -> full context")
@@ -666,6 +674,11 @@ def evaluate_run(ec):
 
     corpus = train.corpus_of(tc)
     docs = corpus.val_docs()  # without their trailing end-of-text separator
+    if ec.eval_data:  # a long-document set apart from the training corpus, tokenized as the run was
+        docs = data.load_corpus(ec.eval_data, tc.tokenizer, tc.vocab_size, tc.cache_dir, tc.val_frac).val_docs()
+    if "ppl" in tasks:  # before anything is computed: outcomes inside single documents need enough windows
+        data.check_windows([len(d) for d in docs], lengths, ec.min_windows, ec.eval_data or f"{ec.run}'s val documents",
+                           ec.stride)
     haystack = {"repeat": None, "needle": "needle", "corpus": corpus.val}[ec.haystack]
     if corpus.enc is None and [t for t in tasks if t in TASKS]:
         raise UserError(f"{ec.run}'s corpus has no tokenizer (--tokenizer none): only ppl can be evaluated")

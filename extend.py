@@ -41,6 +41,11 @@ from model import ROPE_SCALINGS, layer_plan
 
 METHODS = ROPE_SCALINGS + ("abf", "swan")
 DEFAULT_TOKEN_FRAC = 0.05  # --train: the seed extends with a small fraction of its pretraining tokens
+# Continued training's own LR schedule: long-context continued pretraining restarts an annealed model at a
+# fraction of its pretraining peak with a short warmup and a decay (e.g. arXiv 2309.16039, 2407.21783), not
+# at the peak again; the fraction was chosen by a small sweep on the tiny longctx grid (results/longctx).
+DEFAULT_LR_FRAC = 0.3
+DEFAULT_EXT_WARMUP = 0.1  # share of the extension's steps of linear warmup; the rest decays linearly to 0
 SCALINGS = ROPE_SCALINGS[1:]  # the methods that rescale RoPE frequencies
 
 
@@ -63,9 +68,12 @@ class ExtendConfig:
     iters: int = flag(0, "continued-training budget in steps (no budget flag at all = training-free)")
     stages: int = flag(1, "2: --stage1_factor on half the budget (into OUT/stage1), then --factor")
     stage1_factor: float = flag(2.0, "--stages 2: the first stage's factor")
-    lr: float = flag(None, "LR multiplier (default: the parent's)")
-    warmup: float = flag(None, "(default: the parent's)")
-    warmdown: float = flag(None, "(default: the parent's)")
+    lr_frac: float = flag(DEFAULT_LR_FRAC, "peak LR of continued training as a fraction of the parent's peak, with "
+                          f"warmup {DEFAULT_EXT_WARMUP:g} and a linear decay over the rest (0 = the parent's "
+                          "schedule: re-warm to its peak)")
+    lr: float = flag(None, "LR multiplier, absolute (default: the parent's x --lr_frac)")
+    warmup: float = flag(None, f"(default: {DEFAULT_EXT_WARMUP:g}; --lr_frac 0: the parent's)")
+    warmdown: float = flag(None, "(default: 1 - warmup, a decay to 0 after the warmup; --lr_frac 0: the parent's)")
     batch_size: int = flag(None, "sequences per step (default: the parent's tokens per step at the new length)")
     short_frac: float = flag(0.0, "share of steps at the pretraining length (long/short data mix)")
     ptq_bits: str = flag(None, "PTQ baseline bits ('' = skip; default: the parent's)")
@@ -149,9 +157,24 @@ def extended_fields(mc, ec, factor):
     return new
 
 
-def child_config(parent_cfg, ec, block, original_len, iters, batch, out_dir):
-    """The TrainConfig of the extended run: the parent's, with this extension's flags."""
-    over = {k: getattr(ec, k) for k in ("lr", "warmup", "warmdown", "ptq_bits") if getattr(ec, k) is not None}
+def extension_schedule(ec, peak):
+    """TrainConfig fields of the extension's LR schedule: its own (--lr_frac x the parent's peak, a short
+    warmup, a linear decay to 0 over the rest), or with --lr_frac 0 the parent's; --lr / --warmup /
+    --warmdown override either. peak: the pretraining run's LR multiplier (also for stage 2 of 2)."""
+    if ec.lr_frac < 0:
+        raise UserError(f"--lr_frac {ec.lr_frac:g} must be >= 0 (0 = the parent's schedule)")
+    own = {}
+    if ec.lr_frac > 0:
+        warm = DEFAULT_EXT_WARMUP if ec.warmup is None else ec.warmup
+        own = dict(lr=peak * ec.lr_frac, warmup=warm, warmdown=max(0.0, 1.0 - warm),
+                   schedule="wsd", min_lr_frac=0.0)
+    own.update({k: getattr(ec, k) for k in ("lr", "warmup", "warmdown") if getattr(ec, k) is not None})
+    return own
+
+
+def child_config(parent_cfg, ec, block, original_len, iters, batch, out_dir, peak=None):
+    """The TrainConfig of the extended run: the parent's, with this extension's flags and LR schedule."""
+    over = {**extension_schedule(ec, parent_cfg.lr if peak is None else peak), **({"ptq_bits": ec.ptq_bits} if ec.ptq_bits is not None else {})}
     cfg = dataclasses.replace(
         parent_cfg, init_from=os.path.join(out_dir, "init.pt"), model={}, iters=iters, tokens=0, out_dir=out_dir,
         resume=os.path.exists(os.path.join(out_dir, "ckpt.pt")), overwrite=False, save_at="", device=ec.device,
@@ -200,7 +223,7 @@ def stage_steps(share, batch, block):
     return max(1, round(share["tokens"] / (batch * block)))
 
 
-def stage_config(ec, parent_cfg, mc, factor, share, out_dir):
+def stage_config(ec, parent_cfg, mc, factor, share, out_dir, peak=None):
     """(GPTConfig fields that extend the parent's model config mc, TrainConfig) of one stage: the
     configs alone, no weights (sweep.sh --cost plans the grid's extensions with it too)."""
     check_method(mc, ec, parent_cfg.algo)
@@ -209,16 +232,17 @@ def stage_config(ec, parent_cfg, mc, factor, share, out_dir):
     # the parent's tokens per step, held: batch in sequences scales inversely with the length
     batch = ec.batch_size or max(1, round(parent_cfg.batch_size * mc.block_size / block))
     L = new.get("rope_original_len", mc.rope_original_len) or block
-    return new, child_config(parent_cfg, ec, block, L, stage_steps(share, batch, block), batch, out_dir)
+    return new, child_config(parent_cfg, ec, block, L, stage_steps(share, batch, block), batch, out_dir, peak)
 
 
-def prepare(ec, parent, which, factor, share, out_dir, loaded=None):
+def prepare(ec, parent, which, factor, share, out_dir, loaded=None, peak=None):
     """Everything checked, nothing written: (model, cfg, lineage) of one extension stage; share: this
-    stage's part of the budget."""
+    stage's part of the budget; peak: the LR --lr_frac refers to (default: the parent's)."""
     if os.path.realpath(out_dir) == os.path.realpath(parent):
         raise UserError(f"--out_dir {out_dir} is the parent run itself")
     model, parent_cfg, ckpt = loaded or train.load_run(parent, which)
-    new, cfg = stage_config(ec, parent_cfg, model.config, factor, share, out_dir)
+    peak = parent_cfg.lr if peak is None else peak
+    new, cfg = stage_config(ec, parent_cfg, model.config, factor, share, out_dir, peak)
     model = train.model_from_checkpoint(ckpt, **new)
     c = model.config
     L, block, batch, iters = c.rope_original_len or c.block_size, c.block_size, cfg.batch_size, cfg.iters
@@ -226,7 +250,9 @@ def prepare(ec, parent, which, factor, share, out_dir, loaded=None):
                    factor=factor, original_len=L, block_size=block,
                    theta=c.rope_theta, beta_fast=ec.beta_fast, beta_slow=ec.beta_slow,
                    layers=ec.layers, iters=iters, batch_size=batch, tokens=iters * batch * block,
-                   short_frac=ec.short_frac, parent_lineage=ckpt.get("extra", {}).get("lineage"))
+                   short_frac=ec.short_frac, lr=cfg.lr, lr_frac=ec.lr_frac if ec.lr is None else None,
+                   parent_lr=peak, warmup=cfg.warmup, warmdown=cfg.warmdown, schedule=cfg.schedule,
+                   parent_lineage=ckpt.get("extra", {}).get("lineage"))
     if ec.method == "swan":
         lineage.update(window=c.window, global_every=c.global_every, layer_pattern=c.layer_pattern)
     return model, cfg, lineage
@@ -270,7 +296,8 @@ def extend(ec):
     final = plan[-1][4]
     if os.path.exists(os.path.join(final, "result.json")) and not ec.overwrite:
         raise UserError(f"{final} already holds a finished run; use --overwrite or another --out_dir")
-    model, cfg, lineage = prepare(ec, *plan[0], loaded=loaded)  # stage 1 is checked before anything is written
+    peak = loaded[1].lr  # --lr_frac refers to the pretraining peak, in both stages
+    model, cfg, lineage = prepare(ec, *plan[0], loaded=loaded, peak=peak)  # stage 1 is checked before anything is written
     if len(plan) == 2:
         extended_fields(model.config, ec, ec.factor)  # and stage 2's length
     master = int(os.environ.get("RANK", 0)) == 0  # under torchrun only rank 0 locks and writes, as train.py
@@ -293,7 +320,7 @@ def extend(ec):
             if os.path.exists(os.path.join(out, "result.json")):  # a finished first stage of an earlier call
                 continue
             if k:
-                model, cfg, lineage = prepare(ec, *stage)
+                model, cfg, lineage = prepare(ec, *stage, peak=peak)
             lineage.update(stage=k + 1, stages=len(plan), budget=budget)
             if not cfg.resume and master:  # the rescaled model is the new run's starting point; train.py loads it
                 train.save_checkpoint(cfg.init_from, model, [], 0, cfg, model.config, dict(lineage=lineage))

@@ -18,6 +18,8 @@
 #   PYTHON=python     interpreter (tests point it at a stub); DATA=path adds --data to every training run
 #                     (SCALE=paper: a prepared folder, `python data.py prepare SRC OUT --procs N` once;
 #                     a raw corpus is refused: its first job would tokenise it while every other GPU waits)
+#   EVAL_DATA=path    SCALE=paper longctx: a prepared long-document set (its held-out split) that every evaluate.py
+#                     step scores loss and LongPPL on; checked first (data.py windows): too few windows = no run
 #   COMPILE=1|0       train.py --compile (regional torch.compile); default 1 for SCALE=paper, 0 for tiny.
 #                     Gate: tests/gpu_check.py's "compile late QAT" and speed checks on the GPU type first
 #   EXTRA="..."       extra flags appended to every train.py command
@@ -89,6 +91,8 @@ TRAIN_FLAGS="--quiet${DATA:+ --data $DATA}$COMPILE_FLAG${EXTRA:+ $EXTRA}"  # on 
 # deployed model; extensions inherit it): 2^23, 8192 sequences of 1024. Tiny runs score the bundled
 # val split whole (train.py's default, the same 2^23, holds it).
 PAPER_FINAL_EVAL="--final_eval_tokens 8388608"
+PAPER_MIN_WINDOWS=8  # paper longctx: full-context windows needed at every target length (EVAL_DATA, checked first)
+EVAL_DATA=${EVAL_DATA:-}
 
 tokens_for() {  # -> TOKENS: paper token budgets, ~20 tokens per non-embedding parameter (Chinchilla-style)
     case $1 in
@@ -217,29 +221,37 @@ grid_qat_probes() {
 # Lines are seed-major (the longer first-seed lines start first); every step resumes on its own.
 grid_longctx() {
     local d=$OUT/longctx size qks kvs ctxs window global target seeds tps steps frac fracs early mix
-    local evalf extf tgt_lengths base
+    local evalf extf tgt_lengths base mlp=""
     if [[ $SCALE == tiny ]]; then
         size=0.1M; qks="none head"; kvs="2 1"; ctxs="64 128"; window=32; global=2; target=512; seeds="0 1 2"
-        tps=2048; steps=192; frac=0.05; fracs="0.25 1"; early=0.5; mix=0.25
+        tps=2048; steps=192; frac=0.05; fracs="1"; early=0.5; mix=0.25  # fracs: 0.25 left out for time (README)
         base="--vocab_size 1024 --eval_interval 1000 --ptq_bits ''"
         evalf="--tasks ppl --ppl_tokens 16384 --longppl_short 32 --alpha 0.5 --beta 4 --quiet"
         tgt_lengths=$target
     else
-        size=100M; qks="none head"; kvs="12 3"; ctxs="1024 2048"; window=256; global=4; target=32768; seeds="0 1 2"
+        # swiglu: every cell exports to transformers (HELMET / RULER); window = the short pretraining context
+        size=100M; qks="none head"; kvs="12 3"; ctxs="1024 2048"; window=1024; global=4; target=32768; seeds="0 1 2"
+        mlp=" --mlp swiglu"
         tps=131072; steps=15259; frac=0.05; fracs="0.25 1"; early=0.25; mix=0.25   # 2.0B tokens, 100M tokens of extension
         base="--grad_accum 4 --eval_interval 500 --ckpt_every 500 --ptq_bits '' $PAPER_FINAL_EVAL"
         evalf="--tasks ppl,passkey,niah_single,niah_multikey,niah_multivalue,niah_multiquery,vt,cwe,fwe,json_kv"
         evalf+=" --longppl_short 1024 --quiet"; tgt_lengths="16384,$target"
+        # outcomes inside single documents: a long-document set apart from the web corpus, enough windows
+        evalf+="${EVAL_DATA:+ --eval_data $EVAL_DATA} --min_windows $PAPER_MIN_WINDOWS"
     fi
     local seed qk kv w ctx run ext swa f line
     evalf+=" --target ${tgt_lengths%%,*}"  # the outcomes: at the target length(s) only, before and after
     for seed in $seeds; do for qk in $qks; do for kv in $kvs; do for w in 0 $window; do for ctx in $ctxs; do
         run=$d/${size}_qk${qk}_kv${kv}_w${w}_ctx${ctx}_s${seed}; ext=$run-ntk$target-f$frac
         swa=""; [[ $w != 0 ]] && swa=" --window $w --global_every $global"
-        extf="--factor $(( target / ctx )) --short_frac $mix --quiet"
-        line="$PY train.py --size $size --qk_norm $qk --n_kv_head $kv$swa --block_size $ctx"
+        # RoPE scaled on the global layers only, as Olmo 3 (= every layer without SWA); the extension's
+        # own LR schedule (extend.py --lr_frac, its default: a fraction of the pretraining peak, decaying)
+        extf="--factor $(( target / ctx )) --short_frac $mix --layers global --quiet"
+        line="$PY train.py --size $size --qk_norm $qk --n_kv_head $kv$swa --block_size $ctx$mlp"
         line+=" --batch_size $(( tps / ctx )) --iters $steps --save_at $early --seed $seed $base $TRAIN_FLAGS --out_dir $run"
         line+=" && $PY evaluate.py $run --lengths $ctx,$tgt_lengths --probe_samples 4 $evalf"
+        line+=" && $PY extend.py $run --method ntk $extf --out_dir $run-ntk$target-free"  # the gain's baseline
+        line+=" && $PY evaluate.py $run-ntk$target-free --lengths $tgt_lengths --no_probes $evalf"
         line+=" && $PY extend.py $run --method ntk --token_frac $frac $extf --out_dir $ext"
         line+=" && $PY evaluate.py $ext --lengths $tgt_lengths --no_probes $evalf"
         line+=" && $PY extend.py $run --ckpt $early --method ntk --token_frac $frac $extf --out_dir $ext-at$early"
@@ -252,6 +264,12 @@ grid_longctx() {
             line+=" && $PY extend.py $run --method yarn --stages 2 --stage1_factor $(( target / ctx / 2 )) --token_frac $frac"
             line+=" $extf --out_dir $run-yarn2st$target-f$frac"
             line+=" && $PY evaluate.py $run-yarn2st$target-f$frac --lengths $tgt_lengths --no_probes $evalf"
+            line+=" && $PY extend.py $run --method ntk --token_frac $frac $extf --lr_frac 0 --out_dir $ext-lrparent"
+            line+=" && $PY evaluate.py $ext-lrparent --lengths $tgt_lengths --no_probes $evalf"  # the old re-warm
+            if [[ -n $swa ]]; then  # RoPE scaled on every layer, windowed ones too
+                line+=" && $PY extend.py $run --method ntk --token_frac $frac ${extf/--layers global/--layers all}"
+                line+=" --out_dir $ext-alllayers && $PY evaluate.py $ext-alllayers --lengths $tgt_lengths --no_probes $evalf"
+            fi
         fi
         emit "$line"
     done; done; done; done; done
@@ -582,7 +600,7 @@ estimate() {  # rough wall time of tiny text-training lines, from timings on the
 
 usage() {
     echo "usage: bash sweep.sh [--dry-run | --count | --cost | --task I | --post] STUDY   (studies: $STUDIES;" \
-         "env SCALE=tiny|paper OUT JOBS GPUS PYTHON DATA EXTRA; --cost: MFU GPU PEAK VAL_TOKENS STARTUP)"
+         "env SCALE=tiny|paper OUT JOBS GPUS PYTHON DATA EVAL_DATA EXTRA; --cost: MFU GPU PEAK VAL_TOKENS STARTUP)"
 }
 
 # -----------------------------------------------------------------------------
@@ -615,6 +633,12 @@ fi
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( NCPU / JOBS > 0 ? NCPU / JOBS : 1 ))}
 if [[ $SCALE == paper && -z $DATA && $mode != count && $mode != cost && $study != lengen ]]; then
     note "warning: SCALE=paper trains on billions of tokens; set DATA to a large corpus (the bundled one has ~2M)"
+fi
+if [[ $SCALE == paper && $study == longctx && ( $mode == run || $mode == task ) ]]; then  # before anything trains
+    [[ -n $EVAL_DATA && -f $EVAL_DATA/manifest.json ]] || die "SCALE=paper longctx needs EVAL_DATA, a prepared" \
+        "long-document set (python data.py prepare BOOKS EVAL --val_frac 0.5): loss, gap and LongPPL are measured" \
+        "inside single documents of 16K-32K tokens, which a web corpus rarely holds"
+    $PY data.py windows "$EVAL_DATA" --lengths 16384,32768 --min_windows $PAPER_MIN_WINDOWS > /dev/null || exit 2
 fi
 if [[ $SCALE == paper && -n $DATA && $mode != count && $study != lengen && ! -f $DATA/manifest.json ]] \
    && ! compgen -G "$DATA/*.bin" > /dev/null; then  # a prepared folder, or a folder of token shards

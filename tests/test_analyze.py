@@ -269,7 +269,11 @@ def test_longctx_planted_additive_effects_recovered(tmp_path):
     assert models["additive"]["loco_r2"] > 0.95
     tests = {t["test"]: t for t in o["tests"]}
     assert tests["count vs additive"]["p"] < 1e-6 and tests["additive vs pairwise"]["p"] > 0.001
-    assert o["best_by_loo"] in ("additive", "pairwise", "saturated")
+    assert o["best_by_loo"] in ("additive", "pairwise", "saturated") and o["best_by_loco"] in ("additive", "pairwise")
+    rd = o["relative_drop"]  # best cell: SWA alone (3.87); worst: QK-norm, GQA, short context (4.04)
+    assert (rd["best_cell"], rd["worst_cell"]) == ("0010", "1101") and rd["drop_pct"] == pytest.approx(100 * 0.17 / 3.87)
+    sk = lc["sinks"]  # sinks form in some roots (0.25 x count mod 1): the path is reported
+    assert sk["formed"] and (sk["rate_min"], sk["rate_max"]) == (0.0, 0.75) and sk["path"]["within_ctx"]
     sv = o["seed_variance"]
     assert 0.002 < sv["init_sd"] < 0.008 and sv["dof"] == 32 and 0 < sv["swing_share_max"] < 0.2
     assert o["early"]["n"] == 48 and o["early"]["r2"] > 0.95 and o["early"]["ckpts"] == ["0.5"]
@@ -344,10 +348,13 @@ def test_longctx_end_to_end_on_the_tiny_grid(tmp_path):
             ec = extend.parse_args(ext[1:])
             n_ext += 1
             lin = {"parent": ec.run, "parent_ckpt": ec.ckpt, "method": ec.method, "factor": ec.factor,
-                   "stages": ec.stages, "stage": ec.stages, "short_frac": ec.short_frac,
-                   "budget": {"source": "token_frac", "token_frac": ec.token_frac}}
+                   "stages": ec.stages, "stage": ec.stages, "short_frac": ec.short_frac, "layers": ec.layers,
+                   "lr_frac": ec.lr_frac, "budget": {"source": "token_frac", "token_frac": ec.token_frac}
+                   if ec.token_frac else None}
             emc = {**mc, "block_size": int(ec.factor * mc["block_size"]), "rope_original_len": mc["block_size"]}
-            y = y0 + (0.03 if ec.ckpt != "final" else 0) - 0.05 * ec.token_frac + 0.005 * rng.standard_normal()
+            # trained: better than the parent's 0.02; training-free: worse; the re-warm (--lr_frac 0) hurts
+            y = (y0 + (0.03 if ec.ckpt != "final" else 0) - 0.05 * ec.token_frac + (0.04 if not ec.token_frac else 0)
+                 + (0.05 if ec.lr_frac == 0 else 0) + 0.005 * rng.standard_normal())
             ev = {"target": {"loss": y, "longppl_loss": 2.6 + y / 10, "key_frac": 0.01, "retrieval": None}}
             if ec.stages == 2:  # the first stage's folder holds a finished run too; it is no outcome
                 write_json_run(os.path.join(ec.out_dir, "stage1"), {"run_name": "stage1", "status": "done",
@@ -359,21 +366,36 @@ def test_longctx_end_to_end_on_the_tiny_grid(tmp_path):
                                         "model_config": emc, "metrics": {"val_loss": y}}, ev)
     assert analyze.main([str(out / "longctx")]) == 0
     lc = json.loads((out / "longctx" / "analysis.json").read_text())["longctx"]
-    assert set(lc) == {"contexts", "short_block", "extensions", "main_recipe", "recipes", "runs", "outcomes"}
-    assert lc["main_recipe"] == "ntk frac=0.05 short_frac=0.25" and lc["recipes"][lc["main_recipe"]] == 48
+    assert set(lc) == {"contexts", "short_block", "extensions", "main_recipe", "recipes", "runs", "outcomes",
+                       "gain", "flagged_recipes", "sinks"}
+    assert lc["sinks"] == {"rate_min": 0.0, "rate_max": 0.0, "formed": False, "path": None}  # no sinks: no path
+    lr = f"lr={extend.DEFAULT_LR_FRAC:g}x"
+    main = f"ntk frac=0.05 short_frac=0.25 layers=global {lr}"
+    assert lc["main_recipe"] == main and lc["recipes"][main] == 48
+    assert lc["recipes"]["ntk training-free layers=global"] == 48  # the gain's baseline: no recipe of its own
+    gain = {g["recipe"]: g for g in lc["gain"]}
+    g = gain[main]  # the planted gains: 0.02 + 0.0025 over the parent, 0.04 + 0.0025 over training-free
+    assert g["gain_parent"]["lo"] < 0.0225 < g["gain_parent"]["hi"] and g["gain_free"]["lo"] < 0.0425 < g["gain_free"]["hi"]
+    assert g["gain_free"]["n"] == 48 and g["gain_free"]["cells_positive"] == 16 and not g["flagged"]
+    rewarm = main.replace(lr, "lr=parent")
+    assert lc["flagged_recipes"] == [rewarm] and gain[rewarm]["gain_parent"]["hi"] < 0 and gain[rewarm]["gain_parent"]["n_positive"] < 4
+    assert gain[main.replace("layers=global ", "")]["gain_free"] is None  # no training-free run with every layer scaled
+    assert "FLAG: " + rewarm in (out / "longctx" / "analysis.md").read_text()
     assert len(lc["runs"]) == n_ext and sum(lc["recipes"].values()) + sum(w["ckpt"] != "final" for w in lc["runs"]) == n_ext
     o = lc["outcomes"]["loss"]
     assert set(o) == {"what", "higher_is_better", "n", "n_cells", "seeds", "cells", "effects", "models", "tests",
-                      "best_by_loo", "remove_one", "seed_variance", "predictors", "early", "variants"}
+                      "best_by_loo", "remove_one", "seed_variance", "predictors", "early", "variants",
+                      "relative_drop", "best_by_loco"}
     assert (o["n"], o["n_cells"], o["seeds"]) == (48, 16, [0, 1, 2])
     eff = {e["feature"]: e for e in o["effects"]}
     assert eff["short_ctx"]["lo"] < 0.04 < eff["short_ctx"]["hi"] and eff["swa"]["lo"] < -0.04 < eff["swa"]["hi"]
-    assert o["early"]["n"] >= 16 and len(o["variants"]) == 3
-    assert {v["recipe"] for v in o["variants"]} == {"ntk frac=0.25 short_frac=0.25", "ntk frac=1 short_frac=0.25",
-                                                    "yarn 2-stage frac=0.05 short_frac=0.25"}
+    assert o["early"]["n"] >= 16 and len(o["variants"]) == 5
+    assert {v["recipe"] for v in o["variants"]} == {
+        main.replace("0.05", "1"), f"yarn 2-stage frac=0.05 short_frac=0.25 layers=global {lr}",
+        rewarm, main.replace("layers=global ", ""), "ntk training-free layers=global"}
     assert os.path.exists(out / "longctx" / "longctx_outcome_vs_count.png")
     readme = open(os.path.join(root, "results", "longctx", "README.md")).read()  # the study write-up
-    keys = set(lc) | set(o) | {k for part in ("cells", "effects", "models", "tests", "predictors", "variants")
+    keys = set(lc) | set(o) | set(g) | set(g["gain_parent"]) | set(lc["sinks"]) | set(o["relative_drop"]) | {k for part in ("cells", "effects", "models", "tests", "predictors", "variants")
                                for x in o[part] for k in x} | set(o["remove_one"]) | set(o["seed_variance"]) \
         | set(o["early"]) | set(lc["runs"][0]) | set(o["remove_one"]["increments"][0]) | set(o["remove_one"]["equal"])
     missing = sorted(k for k in keys if f"`{k}`" not in readme)

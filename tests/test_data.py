@@ -533,3 +533,12 @@ def test_cli(src, tmp_path):
     damage_shard(str(tmp_path / "out"), "val_000000.bin", reverse_val)
     p = run("verify", str(tmp_path / "out"))
     assert p.returncode == 1 and p.stderr.count("\n") == 1 and "sha256 mismatch" in p.stderr, p.stderr
+
+
+def test_windows_per_length_and_the_refusal():
+    """Windows of L inputs (+ 1 target) inside single documents, one every stride tokens."""
+    assert data.windows_per_length([100, 64, 65, 300], [64, 128]) == {64: 1 + 0 + 1 + 4, 128: 0 + 2}
+    assert data.windows_per_length([100], [64], stride=16) == {64: 3}  # starts 0, 16, 32
+    assert data.check_windows([300, 700], [128], 6, "x") == {128: 2 + 5}
+    with pytest.raises(UserError, match="x: 3 evaluation windows of 256 tokens \\(need 4; longest document 700"):
+        data.check_windows([300, 700], [128, 256], 4, "x")

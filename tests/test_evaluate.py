@@ -157,7 +157,8 @@ def test_longppl_short_context_is_a_suffix_of_the_own_full_context():
 @pytest.mark.parametrize("K,W", [(4, 1), (4, 2), (6, 3), (3, 5)])
 def test_longppl_key_tokens_by_hand(K, W):
     """Context helps (loss 5 / c): target with full context c in its window has short context
-    K + (c - K - 1) mod W (between K and K + W - 1 tokens, a strict suffix), and is a key token when
+    K + (c - K) mod W (between K and K + W - 1 tokens; short windows start at the window's first
+    token, every W), a candidate when that is a strict suffix, and a key token when
     5 / c_short - 5 / c > alpha; with a stride, only each window's own targets count."""
     g = lambda c: 5.0 / c
     docs = [np.arange(150) % 40]
@@ -168,9 +169,10 @@ def test_longppl_key_tokens_by_hand(K, W):
     for s in E.window_starts(len(docs[0]), L, stride):
         for p in range(0 if s == 0 else L - stride, L):  # the window's own targets
             c = p + 1
-            if c <= K:
+            cs = K + (c - K) % W if c >= K else c
+            if cs >= c:  # the short window starts at the window's first token too: no shorter
+                assert E.short_context(c, K, W) == 0
                 continue
-            cs = K + (c - K - 1) % W
             assert K <= cs < min(K + W, c) and cs == E.short_context(c, K, W)
             want_cand += 1
             if g(cs) - g(c) > alpha:
@@ -180,7 +182,47 @@ def test_longppl_key_tokens_by_hand(K, W):
     assert (r["n_key"], r["n_candidates"]) == (want_key, want_cand) and want_key > 0
     assert r["longppl"] == pytest.approx(math.exp(np.mean(want_loss)), rel=1e-6)
     assert r["key_frac"] == pytest.approx(want_key / out["tokens"][str(L)])
-    assert E.short_context(np.array([1, K, K + 1]), K, W).tolist() == [0, 0, K]
+    assert E.short_context(np.array([1, K, K + 1, K + W]), K, W).tolist() == [0, 0, K if W == 1 else 0, K]
+
+
+def reference_short_losses(model, text, K, W):
+    """A re-implementation of the LongPPL reference find_key_token's short pass (arXiv 2410.23771,
+    PKU-ML/LongPPL): over the text, short windows start at 0, W, 2W, ...; the window at s holds
+    text[s : s + K + W] and gives the short-context loss of the targets s + K .. s + K + W - 1."""
+    out = np.full(len(text), np.nan)
+    for s in range(0, len(text) - K, W):
+        piece = torch.tensor(text[s:s + K + W], dtype=torch.long)[None]
+        with torch.no_grad():
+            loss = E.forward(model, piece[:, :-1], piece[:, 1:])[1][0].numpy()
+        for t in range(s + K, min(s + K + W, len(text))):
+            out[t] = loss[t - s - 1]
+    return out
+
+
+@pytest.mark.parametrize("W", [1, 4, 8])  # steps 1, K/4 and K/2 of K = 16
+def test_longppl_matches_the_reference_find_key_token(W):
+    """evaluate.py's LongPPL key tokens on one text (one full window) equal the reference's: the same
+    short-context loss on every candidate, the same key set, and the reference's other targets are
+    exactly those whose short window starts at the text's first token (short = full context)."""
+    K, L = 16, 64
+    model = random_gpt(vocab_size=50, n_layer=2, n_head=2, n_embd=32, block_size=L)
+    text = np.random.default_rng(0).integers(0, 50, L + 1)
+    wins = E.plan_windows([text], L, L)
+    full = E.doc_losses(model, [text], L, L)[0][0]
+    short = E.short_losses(model, [text], wins, L, K, W)[0]
+    ref = reference_short_losses(model, text, K, W)
+    cand = np.isfinite(short)
+    assert cand.sum() == L - K - W + 1 and np.isfinite(ref[K:]).all()
+    np.testing.assert_allclose(short[cand], ref[cand], atol=1e-5)
+    np.testing.assert_allclose(ref[K:K + W], full[K:K + W], atol=1e-5)  # the reference's first window: no drop
+    diff = ref - full
+    alpha = float(np.nanquantile(diff[K + W:], 0.75))  # a quarter of the candidates pass: a key set with range
+    assert alpha > 1e-3  # the reference's first-window targets (a difference of 0) are never keys
+    want = (diff > alpha) & (full < 100.0)
+    ec = E.EvalConfig(ppl_tokens=10 ** 6, longppl_short=K, longppl_step=W, alpha=alpha, beta=100.0)
+    r = E.eval_ppl(model, [text], [L], ec)["longppl"]["by_length"][str(L)]
+    assert r["n_key"] == want.sum() > 0 and r["n_candidates"] == cand.sum()
+    assert r["longppl"] == pytest.approx(math.exp(full[want].mean()), rel=1e-5)
 
 
 def test_score_lengths_are_the_target_not_the_pretraining_context():
@@ -360,6 +402,24 @@ def test_end_to_end_writes_eval_json(run_dir):
     p = run_cli(run_dir, "--tasks", "ppl,bogus", "--quiet")
     assert p.returncode == 1 and "unknown task 'bogus'" in p.stderr
     assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_eval_data_long_documents_and_the_window_check(run_dir, tmp_path, capsys):
+    """ppl outcomes live inside single documents: the run's own val documents (2 short ones) hold too
+    few windows of 1024 and evaluate.py refuses before computing anything; a long-document set
+    (--eval_data, prepared by data.py with the run's tokenizer) holds enough and is what gets scored."""
+    from conftest import write_corpus
+    err = one_line_error(capsys, run_dir, "--tasks", "ppl", "--lengths", "1024", "--min_windows", "8",
+                         "--out", str(tmp_path / "no.json"))
+    assert "evaluation windows of 1024 tokens (need 8" in err and not (tmp_path / "no.json").exists()
+    books = str(tmp_path / "books")
+    data.prepare(write_corpus(str(tmp_path / "src"), n_docs=2, words=12000), books, vocab_size=512, val_frac=0.5)
+    out = tmp_path / "ev.json"
+    E.main([run_dir, "--tasks", "ppl", "--lengths", "1024", "--min_windows", "8", "--eval_data", books,
+            "--no_probes", "--longppl_short", "512", "--out", str(out), "--quiet"])
+    ev = json.loads(out.read_text())
+    n = len(data.load_corpus(books, "cl100k_base", 512).val_docs()[0])
+    assert ev["ppl"]["tokens"]["1024"] == 1024 * data.windows_per_length([n], [1024])[1024] >= 8 * 1024
 
 
 def one_line_error(capsys, *argv):

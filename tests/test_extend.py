@@ -162,6 +162,32 @@ def test_continued_training_two_stages_chain_lineage(parent, tmp_path):
     assert r["lineage"]["parent_lineage"] == s1["lineage"]
     assert r["config"]["short_frac"] == 0.5 and r["config"]["short_block"] == 32
     assert train.load_checkpoint(os.path.join(out, "ckpt.pt"))["extra"]["lineage"] == r["lineage"]
+    peak = json.load(open(os.path.join(p, "result.json")))["config"]["lr"]  # both stages: a fraction of the parent's
+    for rec in (s1, r):
+        assert rec["config"]["lr"] == pytest.approx(peak * extend.DEFAULT_LR_FRAC)
+        assert rec["lineage"]["parent_lr"] == peak and rec["lineage"]["lr_frac"] == extend.DEFAULT_LR_FRAC
+
+
+def test_extension_has_its_own_lr_schedule(parent, tmp_path):
+    """Continued training restarts at --lr_frac x the parent's peak, warms up briefly and decays to 0
+    (as the log's LR multipliers show), recorded in lineage; --lr_frac 0 re-warms to the parent's peak
+    with the parent's warmup and warmdown; --lr sets the peak absolutely."""
+    p = parent("rope")
+    pc = json.load(open(os.path.join(p, "result.json")))["config"]
+    r = run_extend([p, "--method", "ntk", "--factor", "2", "--iters", "10", "--lr_frac", "0.2", "--out_dir",
+                    str(tmp_path / "own")])
+    lin, c = r["lineage"], r["config"]
+    assert c["lr"] == pytest.approx(0.2 * pc["lr"]) and (c["warmup"], c["warmdown"]) == (extend.DEFAULT_EXT_WARMUP, 0.9)
+    assert (lin["lr"], lin["lr_frac"], lin["parent_lr"], lin["warmup"], lin["warmdown"], lin["schedule"]) == \
+        (c["lr"], 0.2, pc["lr"], c["warmup"], 0.9, "wsd")
+    mults = [json.loads(x)["lr_mult"] for x in open(tmp_path / "own" / "log.jsonl") if '"lr_mult"' in x]
+    assert len(mults) == 10 and mults[1] == 1.0 and all(a > b for a, b in zip(mults[1:], mults[2:])) and mults[-1] < 0.2
+    r = run_extend([p, "--method", "ntk", "--factor", "2", "--iters", "2", "--lr_frac", "0", "--out_dir",
+                    str(tmp_path / "old")])
+    assert [r["config"][k] for k in ("lr", "warmup", "warmdown")] == [pc[k] for k in ("lr", "warmup", "warmdown")]
+    r = run_extend([p, "--method", "ntk", "--factor", "2", "--iters", "2", "--lr", "0.3", "--warmup", "0.5",
+                    "--out_dir", str(tmp_path / "abs")])
+    assert (r["config"]["lr"], r["config"]["warmup"], r["config"]["warmdown"], r["lineage"]["lr_frac"]) == (0.3, 0.5, 0.5, None)
 
 
 def test_budget_flags_train_the_tokens_asked(parent, tmp_path):
@@ -309,6 +335,7 @@ BAD = [
     ("stagesfree", ["{rope}", "--factor", "4", "--stages", "2"], "with a continued-training budget"),
     ("budgets", ["{rope}", "--factor", "2", "--tokens", "100", "--iters", "2"], "one continued-training budget"),
     ("budgetneg", ["{rope}", "--factor", "2", "--token_frac", "-0.1"], "must be >= 0"),
+    ("lrfrac", ["{rope}", "--factor", "2", "--iters", "2", "--lr_frac", "-1"], "--lr_frac -1 must be >= 0"),
     ("flag", ["{rope}", "--factor", "2", "--no_such_flag"], "unrecognized arguments"),
     ("swan_window", ["{rope}", "--method", "swan"], "needs --window W"),
     ("swan_rope", ["{nope}", "--method", "swan", "--window", "8"], "RoPE in every layer"),

@@ -2,6 +2,7 @@
 at a stub that records its arguments (and environment) and fakes finished runs."""
 import itertools
 import os
+import sys
 import re
 import shlex
 import signal
@@ -208,7 +209,9 @@ def test_final_evaluation_flags_of_the_grids(env):
 def test_longctx_grid(env, scale):
     """The full 2^4 factorial with >= 3 seeds; every pretraining run trains the same tokens per step and
     the same steps whatever its context; the main recipe (1-stage NTK, a small budget) extends every
-    run to one target, also from the early checkpoint; robustness variants on the first seed only."""
+    run to one target, also from the early checkpoint, beside its training-free baseline (the extension
+    gain's), RoPE scaled on the global layers with extend.py's own LR schedule; robustness variants on
+    the first seed only (the re-warm and the all-layers scaling on the SWA cells too)."""
     lines = sweep(env, "-n", "longctx", SCALE=scale).stdout.splitlines()
     cells, per_step, steps, targets, variants = set(), set(), set(), set(), {}
     for line in lines:
@@ -228,25 +231,35 @@ def test_longctx_grid(env, scale):
             target = int(float(flag(ext, "--factor")) * ctx)
             targets.add(target)
             assert min(map(int, flag(ev, "--lengths").split(","))) >= int(flag(ev, "--target")) > ctx
-            key = (flag(ext, "--method"), flag(ext, "--stages", "1"), float(flag(ext, "--token_frac")),
-                   flag(ext, "--ckpt", "final"))
-            variants.setdefault(key, []).append(cfg.seed)
-        main = exts[0][0]
-        assert flag(main, "--method") == "ntk" and flag(main, "--stages", "1") == "1"
+            key = (flag(ext, "--method"), flag(ext, "--stages", "1"), float(flag(ext, "--token_frac", 0)),
+                   flag(ext, "--ckpt", "final"), flag(ext, "--lr_frac"), flag(ext, "--layers"))
+            variants.setdefault(key, []).append((cfg.seed, cfg.model.get("window", 0)))
+        free, main = exts[0][0], exts[1][0]
+        assert flag(main, "--method") == "ntk" and flag(main, "--stages", "1") == "1" and flag(main, "--lr_frac") is None
         assert float(flag(main, "--token_frac")) <= 0.1 and float(flag(main, "--short_frac")) > 0  # long/short mix
-        assert flag(exts[1][0], "--ckpt") == cfg.save_at  # the early extension: the --save_at checkpoint
+        assert flag(main, "--layers") == "global" and flag(free, "--token_frac") is None  # the gain's baseline
+        assert [a for a in free if a != flag(free, "--out_dir")] == \
+            [a for a in main if a not in ("--token_frac", flag(main, "--token_frac"), flag(main, "--out_dir"))]
+        assert flag(exts[2][0], "--ckpt") == cfg.save_at  # the early extension: the --save_at checkpoint
+        if scale == "paper":  # every cell exports (SwiGLU); the window is the short pretraining context
+            assert cfg.model["mlp"] == "swiglu" and cfg.model.get("window", 0) in (0, 1024)
     seeds = sorted({c[-1] for c in cells})
     assert len(cells) == len(lines) == 16 * len(seeds) and len(seeds) >= 3
     assert len({c[:4] for c in cells}) == 16
     assert len(per_step) == 1 and len(steps) == 1 and len(targets) == 1
-    main_key = ("ntk", "1", float(flag(exts[0][0], "--token_frac")), "final")
-    assert sorted(variants.pop(main_key)) == sorted(seeds * 16)
+    main_key = ("ntk", "1", float(flag(main, "--token_frac")), "final", None, "global")
+    for key in (main_key, ("ntk", "1", 0.0, "final", None, "global")):  # main recipe and training-free baseline
+        assert sorted(s for s, _ in variants.pop(key)) == sorted(seeds * 16)
+    rewarm = variants.pop(main_key[:4] + ("0", "global"))  # the parent's schedule: the old re-warm
+    all_layers = variants.pop(main_key[:5] + ("all",))  # SWA cells only: elsewhere the same as global
+    assert len(rewarm) == 16 and {s for s, _ in rewarm + all_layers} == {seeds[0]}
+    assert len(all_layers) == 8 and all(w > 0 for _, w in all_layers)
     early = [k for k in variants if k[3] != "final"]
     assert len(early) == 1 and len(variants.pop(early[0])) >= 16
     fracs = {k[2] for k in variants if k[0] == "ntk"}
-    assert {0.25, 1.0} <= fracs  # the extension budget as a robustness axis
+    assert {1.0} <= fracs and (scale == "tiny" or 0.25 in fracs)  # the extension budget as a robustness axis
     assert any(k[:2] == ("yarn", "2") for k in variants)  # the seed's alternative recipe
-    assert all(set(v) == {seeds[0]} and len(v) == 16 for v in variants.values())  # first seed, every cell
+    assert all({s for s, _ in v} == {seeds[0]} and len(v) == 16 for v in variants.values())  # first seed, every cell
 
 
 def test_posenc_and_lengen_grids(env):
@@ -481,3 +494,24 @@ def test_chain_runs_a_jobs_steps_in_one_process(tmp_path):
     p = run(f"true && {step('b.py', tmp_path / 'd.out')}")  # not all python steps: bash runs the line
     assert p.returncode == 0 and (tmp_path / "d.out").read_text().split()[1] == "False"
 
+
+
+def test_paper_longctx_refuses_short_eval_documents_before_training(env, tmp_path):
+    """SCALE=paper longctx measures loss and LongPPL inside single documents of 16K-32K tokens: without
+    a long-document EVAL_DATA, or with one whose documents are short, sweep.sh stops with one line
+    before any job starts (the check runs the real data.py windows)."""
+    import data
+    from conftest import write_corpus
+    prep = str(tmp_path / "short")
+    data.prepare(write_corpus(str(tmp_path / "src"), n_docs=4, words=800), prep, val_frac=0.5, quiet=True)
+    real = {**env, "PYTHON": sys.executable, "SCALE": "paper", "DATA": prep}
+    for extra, msg in (({}, "needs EVAL_DATA"), ({"EVAL_DATA": prep}, "evaluation windows of 16384 tokens (need 8")):
+        for mode in ([], ["--task", "1"]):
+            p = sweep(real, *mode, "longctx", timeout=120, **extra)
+            err = p.stderr.strip().splitlines()
+            assert p.returncode == 2 and msg in err[-1] and "Traceback" not in p.stderr, p.stderr
+            assert not os.path.exists(os.path.join(env["OUT"], "longctx"))  # nothing trained, nothing written
+    assert sweep(real, "--dry-run", "longctx", EVAL_DATA=prep).returncode == 0  # listing the grid needs no data
+    line = sweep(real, "--dry-run", "longctx", EVAL_DATA=prep).stdout.splitlines()[0]
+    evals = [s for s in line.split(" && ") if " evaluate.py " in s]
+    assert evals and all(f"--eval_data {prep} --min_windows 8" in s for s in evals)
