@@ -218,6 +218,8 @@ grid_qat_probes() {
 # pretraining tokens) to the target length and evaluated there; the same recipe on an intermediate
 # checkpoint (--save_at, extend.py --ckpt) is the early-extension diagnostic. On the first seed only,
 # the robustness variants: larger extension budgets and the seed's alternative, 2-stage YaRN.
+# Tiny pretraining mixes in compact passkey rows so that retrieval (exact match) has range; paper
+# evaluations come in second-pass lines (the seed's fixed LongPPL evaluator is trained by a first-pass line).
 # Lines are seed-major (the longer first-seed lines start first); every step resumes on its own.
 grid_longctx() {
     local d=$OUT/longctx size qks kvs ctxs window global target seeds tps steps frac fracs early mix

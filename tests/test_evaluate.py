@@ -422,6 +422,28 @@ def test_eval_data_long_documents_and_the_window_check(run_dir, tmp_path, capsys
     assert ev["ppl"]["tokens"]["1024"] == 1024 * data.windows_per_length([n], [1024])[1024] >= 8 * 1024
 
 
+def test_fixed_evaluator_run_must_be_finished(run_dir, tmp_path, capsys):
+    """--evaluator names the run folder whose final checkpoint picks LongPPL key tokens (the paper
+    longctx grid's fixed evaluator per seed, trained by an earlier line): an unfinished one (no
+    result.json yet) is refused in one line before anything is written; a finished one is recorded."""
+    import shutil
+    ev_run = str(tmp_path / "evaluator")
+    shutil.copytree(run_dir, ev_run)
+    os.remove(os.path.join(ev_run, "result.json"))
+    out = tmp_path / "ev.json"
+    flags = ["--tasks", "ppl", "--lengths", "32", "--ppl_tokens", "512", "--no_probes", "--longppl_short", "8",
+             "--out", str(out)]
+    err = one_line_error(capsys, run_dir, *flags, "--evaluator", ev_run)
+    assert "not finished" in err and not out.exists()
+    shutil.copy(os.path.join(run_dir, "result.json"), ev_run)
+    E.main([run_dir, *flags, "--evaluator", ev_run, "--quiet"])
+    lp = json.loads(out.read_text())["ppl"]["longppl"]
+    E.main([run_dir, *flags, "--quiet"])
+    own = json.loads(out.read_text())["ppl"]["longppl"]
+    assert lp["evaluator"] == ev_run and own["evaluator"] == "self"
+    assert lp["by_length"] == own["by_length"]  # the same weights pick the same key tokens
+
+
 def one_line_error(capsys, *argv):
     with pytest.raises(SystemExit) as e:
         E.main(list(argv) + ["--quiet"])
