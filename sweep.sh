@@ -231,7 +231,7 @@ grid_longctx() {
         # models can learn retrieval inside their context; exact match at the target on 5 depths x 26
         # = 130 samples per length (>= 129: a cell mean over 3 seeds has a 95% CI half-width <= 0.05)
         base="--vocab_size 1024 --eval_interval 1000 --ptq_bits '' --task_mix 0.25 --task_list passkey_short --task_loss answer"
-        evalf="--tasks ppl,passkey_short --depths 5 --samples 26 --score exact"
+        evalf="--tasks ppl,passkey_short --depths 5 --samples 26 --score exact --rank false"  # 1 row per sample, not 5
         evalf+=" --ppl_tokens 16384 --longppl_short 32 --alpha 0.5 --beta 4 --quiet"
         tgt_lengths=$target
     else

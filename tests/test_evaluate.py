@@ -91,6 +91,9 @@ def test_batched_scoring_equals_one_pass_per_candidate(enc):
     model = random_gpt(vocab_size=enc.n_vocab, block_size=64, n_layer=2, n_embd=32, n_head=2, n_kv_head=2)
     samples = E.task_samples("niah_single", enc, 128, [0.0, 1.0], 2, 0, None)
     got = E.score_samples(model, samples, batch_tokens=600)
+    exact_only = E.score_samples(model, samples, batch_tokens=600, rank=False)  # the answer's row only
+    assert [(g["exact"], g["logprob"]) for g in got] == pytest.approx([(g["exact"], g["logprob"]) for g in exact_only])
+    assert all(g["rank"] is None for g in exact_only) and E.mean_scores(exact_only)["rank"] is None
 
     @torch.no_grad()
     def lp(ids):
@@ -457,6 +460,7 @@ def one_line_error(capsys, *argv):
     (["--lengths", "32,x"], "malformed --lengths"),
     (["--lengths", "10000000"], "outside"),
     (["--haystack", "hay"], "unknown --haystack"),
+    (["--rank", "false"], "--score rank needs the ranking"),
 ])
 def test_bad_input_one_line_error(run_dir, capsys, args, msg):
     assert msg in one_line_error(capsys, run_dir, *args)
