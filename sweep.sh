@@ -247,8 +247,9 @@ grid_longctx() {
         # outcomes inside single documents: a long-document set apart from the web corpus, enough windows
         evalf+="${EVAL_DATA:+ --eval_data $EVAL_DATA} --min_windows $PAPER_MIN_WINDOWS"
     fi
-    local seed qk kv w ctx run ext swa f line evs="" second=()
+    local seed qk kv w ctx run ext swa f line evs="" second=() evalo
     evalf+=" --target ${tgt_lengths%%,*}"  # the outcomes: at the target length(s) only, before and after
+    evalo=${evalf/,passkey_short/}  # tiny: retrieval on the root and the main recipe only (its outcome; for time)
     # paper: a fixed LongPPL evaluator per seed (arXiv 2410.23771 picks key tokens with one evaluator
     # model): the no-feature cell's main-recipe extension (a model of the target length) scores key
     # tokens for every run of its seed; so paper evaluate steps are second-pass lines, after every
@@ -267,24 +268,24 @@ grid_longctx() {
         line+=" --batch_size $(( tps / ctx )) --iters $steps --save_at $early --seed $seed $base $TRAIN_FLAGS --out_dir $run"
         ev_step "$run --lengths $ctx,$tgt_lengths --probe_samples 4 $evalf"
         line+=" && $PY extend.py $run --method ntk $extf --out_dir $run-ntk$target-free"  # the gain's baseline
-        ev_step "$run-ntk$target-free --lengths $tgt_lengths --no_probes $evalf"
+        ev_step "$run-ntk$target-free --lengths $tgt_lengths --no_probes $evalo"
         line+=" && $PY extend.py $run --method ntk --token_frac $frac $extf --out_dir $ext"
         ev_step "$ext --lengths $tgt_lengths --no_probes $evalf"
         line+=" && $PY extend.py $run --ckpt $early --method ntk --token_frac $frac $extf --out_dir $ext-at$early"
-        ev_step "$ext-at$early --lengths $tgt_lengths --no_probes $evalf"
+        ev_step "$ext-at$early --lengths $tgt_lengths --no_probes $evalo"
         if [[ $seed == "${seeds%% *}" ]]; then  # robustness variants on the first seed
             for f in $fracs; do
                 line+=" && $PY extend.py $run --method ntk --token_frac $f $extf --out_dir $run-ntk$target-f$f"
-                ev_step "$run-ntk$target-f$f --lengths $tgt_lengths --no_probes $evalf"
+                ev_step "$run-ntk$target-f$f --lengths $tgt_lengths --no_probes $evalo"
             done
             line+=" && $PY extend.py $run --method yarn --stages 2 --stage1_factor $(( target / ctx / 2 )) --token_frac $frac"
             line+=" $extf --out_dir $run-yarn2st$target-f$frac"
-            ev_step "$run-yarn2st$target-f$frac --lengths $tgt_lengths --no_probes $evalf"
+            ev_step "$run-yarn2st$target-f$frac --lengths $tgt_lengths --no_probes $evalo"
             line+=" && $PY extend.py $run --method ntk --token_frac $frac $extf --lr_frac 0 --out_dir $ext-lrparent"
-            ev_step "$ext-lrparent --lengths $tgt_lengths --no_probes $evalf"  # the old re-warm
+            ev_step "$ext-lrparent --lengths $tgt_lengths --no_probes $evalo"  # the old re-warm
             if [[ -n $swa ]]; then  # RoPE scaled on every layer, windowed ones too
                 line+=" && $PY extend.py $run --method ntk --token_frac $frac ${extf/--layers global/--layers all}"
-                line+=" --out_dir $ext-alllayers"; ev_step "$ext-alllayers --lengths $tgt_lengths --no_probes $evalf"
+                line+=" --out_dir $ext-alllayers"; ev_step "$ext-alllayers --lengths $tgt_lengths --no_probes $evalo"
             fi
         fi
         emit "$line"

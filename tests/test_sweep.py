@@ -292,11 +292,13 @@ def test_retrieval_is_exact_match_on_samples_sized_for_the_ci(env, study):
                 if ev[1] != "evaluate.py":
                     continue
                 tasks_ = [t for t in flag(ev, "--tasks").split(",") if t in train.tasks.TASKS]
+                if not tasks_ and (study, scale) == ("longctx", "tiny") and "-ntk512-f0.05 " not in st + " ":
+                    continue  # tiny: retrieval on the root and the main recipe only (the outcome's runs)
                 assert tasks_ and flag(ev, "--score") == "exact", st
                 per_length = len(tasks_) * int(flag(ev, "--depths", "3")) * int(flag(ev, "--samples"))
                 assert per_length >= need, st
                 scored += 1
-        assert scored >= 16, (study, scale)
+        assert scored >= 16 and (scored == 2 * 48 or (study, scale) != ("longctx", "tiny")), (study, scale, scored)
 
 
 def paper_longctx_joined(lines):
