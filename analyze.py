@@ -1172,7 +1172,9 @@ def longctx_rows(runs):
                **outcome_values(r, root, ctx),
                "train_loss_smooth": num(m.get("train_loss_smooth", m.get("train_loss"))),
                "val_loss": num(m.get("val_loss")), "sink_rate": num(ev.get("sink_rate")),
-               "sink_strength": num(ev.get("sink_strength"))}
+               "sink_strength": num(ev.get("sink_strength")),
+               **dict(zip(("exact", "exact_n"), exact_at(r, dget(r, "eval", "score_lengths") or []))),
+               "id_exact": exact_at(root, [ctx])[0] if ctx is not None else None}
         pre = outcome_values(root, root, ctx) if ext else {}
         rows.append({**row, **{f"pre_{k}": pre.get(k) for k in MEASURED}, "_model_config": root["model_config"]})
     extension_gains(rows)
@@ -1220,6 +1222,66 @@ def gain_report(rows, level=0.95):
         entry["flagged"] = any(entry[k] is not None and not entry[k]["mean"] > 0 for k in ("gain_parent", "gain_free"))
         out.append(entry)
     return out
+
+
+def exact_at(run, lengths):
+    """(mean exact match over the run's retrieval tasks (eval.json tasks) at these lengths, samples
+    behind it); (None, 0) where none was scored."""
+    rs = [b[str(L)] for t in (dget(run, "eval", "tasks") or {}).values() if isinstance(t, dict)
+          for b in [t.get("by_length") or {}] for L in lengths if isinstance(b.get(str(L)), dict)]
+    if not rs:
+        return None, 0
+    return float(np.mean([num(r.get("exact")) for r in rs])), sum(int(num(r.get("n")) or 0) for r in rs)
+
+
+def samples_for_ci(seeds, half=0.05, level=0.95):
+    """Samples per run so that a cell mean over `seeds` runs has a 95% sampling CI half-width <= half
+    whatever the exact-match rate: z^2 * max p(1-p) / (half^2 * seeds), p(1-p) <= 1/4."""
+    z = stats.norm.ppf(0.5 + level / 2)
+    return math.ceil(z * z * 0.25 / (half * half * seeds))
+
+
+def retrieval_report(rows, gate=0.9, level=0.95, span_sds=3):
+    """Exact-match retrieval at the target on the main recipe's rows (final checkpoints): per cell the
+    mean over seeds with its 95% sampling CI (binomial: the samples of the cell's runs), the sd over
+    seeds and the roots' exact match at their pretraining length (the gate: a cell whose recipe does
+    not learn the task in distribution, mean < gate, scores chance at the target, not an outcome);
+    whether the cell means span more than span_sds init sds (pooled within-cell sd over seeds)."""
+    rs = [w for w in rows if w.get("exact") is not None]
+    if not rs:
+        return None
+    z, cells = stats.norm.ppf(0.5 + level / 2), defaultdict(list)
+    for w in rs:
+        cells[w["cell"]].append(w)
+    out_cells, var, dof = [], 0.0, 0
+    for c, ws in sorted(cells.items()):
+        p = np.array([w["exact"] for w in ws])
+        n = np.array([max(w["exact_n"], 1) for w in ws])
+        half = z * math.sqrt(float(np.sum(p * (1 - p) / n))) / len(ws)
+        ide = [w["id_exact"] for w in ws if w["id_exact"] is not None]
+        learned = bool(ide) and float(np.mean(ide)) >= gate
+        if len(ws) > 1:
+            var, dof = var + float(p.var(ddof=1)) * (len(ws) - 1), dof + len(ws) - 1
+        out_cells.append({"cell": c, "n": len(ws), "samples": int(n.sum()), "mean": float(p.mean()),
+                          "lo": float(p.mean() - half), "hi": float(p.mean() + half), "half_width": half,
+                          "sd": sd1(list(p)), "id_exact": float(np.mean(ide)) if ide else None, "learned": learned})
+    means = [c["mean"] for c in out_cells]
+    init_sd = math.sqrt(var / dof) if dof else None
+    span = max(means) - min(means)
+    n_learned = sum(c["learned"] for c in out_cells)
+    spans = bool(init_sd is not None and span > span_sds * init_sd) if init_sd else span > 0
+    verdict = ("not learned in distribution: exact match at the pretraining length below the gate in every cell; the "
+               "target exact match is chance, not an outcome" if not n_learned else
+               f"learned in distribution in {n_learned} of {len(out_cells)} cells only: no factorial outcome"
+               if n_learned < len(out_cells) else
+               f"the cell means {'span' if spans else 'do not span'} more than {span_sds} init sds")
+    return {"metric": "exact match at the target (mean over retrieval tasks and target lengths)",
+            "gate": {"metric": "the roots' exact match at their pretraining length", "threshold": gate},
+            "samples_per_run": sorted({int(w["exact_n"]) for w in rs}), "samples_rule":
+            f"z^2 / 4 / (0.05^2 x seeds): {samples_for_ci(len({w['seed'] for w in rs}) or 1)} per run for a cell mean's "
+            f"95% CI half-width <= 0.05",
+            "cells": out_cells, "n_learned": n_learned, "init_sd": init_sd, "init_sd_dof": dof,
+            "cell_mean_range": span, "spans_3sd": spans, "usable": n_learned == len(out_cells), "verdict": verdict}
 
 
 def fit_summary(fit, names=None):
@@ -1351,9 +1413,12 @@ def longctx_report(runs):
             out[key] = dict(rep, early=early_report(rows, main, key), variants=variant_report(rows, main, key))
     gain = gain_report(rows)
     main_rows = [w for w in rows if w["recipe"] == main and w["ckpt"] == "final"]
+    ret = retrieval_report(main_rows)
+    if ret and not ret["usable"]:  # chance is no outcome: the recipe must learn the task in distribution
+        out.pop("retrieval", None)
     return {"sinks": sink_path(main_rows, "loss"), "contexts": contexts, "short_block": short, "extensions": ext, "main_recipe": main,
             "recipes": {r: finals.count(r) for r in sorted(set(finals))}, "runs": rows, "outcomes": out,
-            "gain": gain, "flagged_recipes": [g["recipe"] for g in gain if g["flagged"]]}
+            "gain": gain, "flagged_recipes": [g["recipe"] for g in gain if g["flagged"]], "retrieval": ret}
 
 
 def longctx_md(lc):
@@ -1366,6 +1431,7 @@ def longctx_md(lc):
          f"{', '.join(FEATURES)} (1 = present). Effects are in the outcome's units, 95% confidence intervals in "
          f"brackets; init sd = pooled sd over seeds within a cell.", ""]
     L += gain_md(lc)
+    L += retrieval_md(lc)
     sk = lc.get("sinks")
     if sk:
         L += [f"Sinks (main recipe's roots): sink rate {f(sk['rate_min'], '.3f')} .. {f(sk['rate_max'], '.3f')}; " +
@@ -1471,6 +1537,22 @@ def gain_md(lc):
     for rec in lc["flagged_recipes"]:
         L += [f"**FLAG: {rec} does not extend: its mean gain at the target is not positive; its outcomes measure "
               f"a recipe that hurts, not what an extension recovers.**", ""]
+    return L
+
+
+def retrieval_md(lc):
+    """Exact-match retrieval at the target per cell, its gate and whether the cells span > 3 init sds."""
+    r = lc.get("retrieval")
+    if not r:
+        return []
+    L = [f"### Retrieval: {r['metric']} (main recipe)", "",
+         f"Samples per run {r['samples_per_run']} ({r['samples_rule']}). Gate: {r['gate']['metric']} >= "
+         f"{r['gate']['threshold']}. Init sd {f(r['init_sd'], '.3f')} ({r['init_sd_dof']} dof), range of the cell means "
+         f"{f(r['cell_mean_range'], '.3f')}. **Verdict: {r['verdict']}.**", ""]
+    L += table(["cell " + "/".join(FEATURES), "n", "samples", "exact match [95% CI]", "sd over seeds",
+                "exact match at the pretraining length", "learned"],
+               [[c["cell"], str(c["n"]), str(c["samples"]), ci(c["mean"], c["lo"], c["hi"], ".3f"), f(c["sd"], ".3f"),
+                 f(c["id_exact"], ".3f"), "yes" if c["learned"] else "**no**"] for c in r["cells"]]) + [""]
     return L
 
 

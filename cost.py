@@ -201,10 +201,11 @@ def parsed(fn, argv, step):
         raise UserError(f"{why.getvalue().strip().split(': error: ')[-1]}: {step[:120]}") from None
 
 
-def job_cost(line, val_tokens=0):
+def job_cost(line, val_tokens=0, known=None):
     """One grid line -> dict of params (of its first trained model), tokens (trained, every step),
-    train_flops, eval_flops, ckpt_bytes."""
-    runs = {}  # out_dir -> (TrainConfig, GPTConfig): what the job's later steps extend or evaluate
+    train_flops, eval_flops, ckpt_bytes. known: the runs of earlier lines (a second-pass line evaluates
+    them), updated with this line's."""
+    runs = {} if known is None else known  # out_dir -> (TrainConfig, GPTConfig): what later steps extend or evaluate
     total = dict(params=0, tokens=0, train_flops=0.0, eval_flops=0.0, ckpt_bytes=0, processes=0)
 
     def add(c):
@@ -269,10 +270,10 @@ def costs(lines, cc):
     peak = peak_flops(cc)
     if not 0 < cc.mfu <= 1:
         raise UserError(f"MFU {cc.mfu:g} must be in (0, 1]")
-    rows = []
+    rows, known = [], {}
     for i, line in enumerate(lines, 1):
         name, _, cmd = line.rpartition("\t")
-        c = job_cost(cmd, cc.val_tokens)
+        c = job_cost(cmd, cc.val_tokens, known)
         c["gpu_hours"] = gpu_hours(c["train_flops"] + c["eval_flops"], cc.mfu, peak) + c["processes"] * cc.startup / 3600
         rows.append((name or f"line {i}", c))
     return rows, peak

@@ -148,7 +148,8 @@ def train_batch(cfg, block, corpus, step):
         for r in np.flatnonzero(rng.random(rows) < cfg.task_mix):
             trng = random.Random(f"{cfg.seed}-{step}-{r}")
             hay = corpus.train if trng.random() < 0.5 else None  # corpus text or repeated filler
-            ids, answer = tasks.task_sequence(cfg.task_list.split(","), corpus.enc, block + 1, trng, haystack=hay)
+            ids, answer = tasks.task_sequence(cfg.task_list.split(","), corpus.enc, block + 1, trng, haystack=hay,
+                                              min_len=min(128, block))  # 128 as before; shorter blocks: one sample
             t = torch.tensor(ids, dtype=torch.int64)
             x[r], y[r] = t[:-1], t[1:]
             if cfg.task_loss == "answer":  # the haystack is context only; its loss would swamp the answers

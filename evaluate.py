@@ -306,17 +306,18 @@ def longppl_step(ec):
 
 
 @torch.no_grad()
-def score_samples(model, samples, batch_tokens=8192, device="cpu"):
+def score_samples(model, samples, batch_tokens=8192, device="cpu", rank=True):
     """{"exact", "logprob", "rank"} per sample (tasks.score_answer and rank_credit, the rule of
     tasks.rank_answer). The true answer and its distractors share the prompt and the answer length,
     so a sample's candidates go through one batched forward (with other samples of the same
-    prompt length): one pass of k+1 rows instead of k+2 passes."""
+    prompt length): one pass of k+1 rows instead of k+2 passes. rank=False: the true answer's row
+    only (exact match and log-prob; rank None), 1/(k+1) of the cost."""
     groups = defaultdict(list)
     for i, s in enumerate(samples):
         groups[(len(s["prompt_ids"]), len(s["answer_ids"]))].append(i)
     out = [None] * len(samples)
     for (P, n), members in groups.items():
-        cands = lambda s: [s["answer_ids"]] + list(s["distractor_ids"])
+        cands = lambda s: [s["answer_ids"]] + (list(s["distractor_ids"]) if rank else [])
         per = max(1, batch_tokens // ((P + n) * len(cands(samples[members[0]]))))
         for c in range(0, len(members), per):
             chunk = members[c:c + per]
@@ -326,7 +327,7 @@ def score_samples(model, samples, batch_tokens=8192, device="cpu"):
             k = 0
             for i in chunk:
                 sc = [score_answer(lp[k + j], 1, a) for j, a in enumerate(cands(samples[i]))]
-                out[i] = dict(sc[0], rank=rank_credit([x["logprob"] for x in sc]))
+                out[i] = dict(sc[0], rank=rank_credit([x["logprob"] for x in sc]) if rank else None)
                 k += len(sc)
     return out
 
@@ -341,7 +342,8 @@ def task_samples(task, enc, L, depths, n, seed, haystack):
 
 
 def mean_scores(rows):
-    return dict({k: float(np.mean([r[k] for r in rows])) for k in ("exact", "rank", "logprob")}, n=len(rows))
+    return dict({k: float(np.mean([r[k] for r in rows])) if rows[0][k] is not None else None
+                 for k in ("exact", "rank", "logprob")}, n=len(rows))
 
 
 def eval_task(model, enc, task, lengths, ec, haystack, device="cpu", bar=None):
@@ -358,7 +360,7 @@ def eval_task(model, enc, task, lengths, ec, haystack, device="cpu", bar=None):
             tqdm.write(f"skipped {e}", file=sys.stderr)
             tick(bar)
             continue
-        scores = score_samples(model, samples, ec.batch_tokens, device)
+        scores = score_samples(model, samples, ec.batch_tokens, device, ec.rank)
         tick(bar)
         out["by_length"][str(L)] = mean_scores(scores)
         by_d = defaultdict(list)
@@ -519,6 +521,8 @@ class EvalConfig:
     beta: float = flag(2.0, "LongPPL: maximum full-context loss")
     evaluator: str = flag("", "LongPPL key tokens from another run's final checkpoint ('' = this model)")
     no_probes: bool = flag(False, "skip the attention probes")
+    rank: bool = flag(True, "retrieval: also rank the answer among its distractors (false: exact match only, "
+                            "one row per sample instead of 5)")
     probe_samples: int = flag(1, "val text windows per length for sink rate / entropy")
     eps: float = flag(0.3, "sink threshold (arXiv 2410.10781)")
     algo_samples: int = flag(256, "examples per length bin for algorithmic runs")
@@ -553,6 +557,8 @@ def check(ec, tc, mcfg, tasks, lengths):
         raise UserError(f"unknown --haystack {ec.haystack!r}: repeat | needle | corpus")
     if ec.score not in ("rank", "exact"):
         raise UserError(f"unknown --score {ec.score!r}: rank | exact")
+    if ec.score == "rank" and not ec.rank:
+        raise UserError("--score rank needs the ranking: drop --rank false, or use --score exact")
     if min(ec.depths, ec.samples, ec.probe_samples, ec.longppl_short, ec.algo_samples) < 1 \
             or ec.longppl_step < 0 or ec.batch_tokens < 0:
         raise UserError("--depths, --samples, --probe_samples, --algo_samples, --longppl_short must "

@@ -218,6 +218,8 @@ grid_qat_probes() {
 # pretraining tokens) to the target length and evaluated there; the same recipe on an intermediate
 # checkpoint (--save_at, extend.py --ckpt) is the early-extension diagnostic. On the first seed only,
 # the robustness variants: larger extension budgets and the seed's alternative, 2-stage YaRN.
+# Tiny pretraining mixes in compact passkey rows so that retrieval (exact match) has range; paper
+# evaluations come in second-pass lines (the seed's fixed LongPPL evaluator is trained by a first-pass line).
 # Lines are seed-major (the longer first-seed lines start first); every step resumes on its own.
 grid_longctx() {
     local d=$OUT/longctx size qks kvs ctxs window global target seeds tps steps frac fracs early mix
@@ -225,8 +227,12 @@ grid_longctx() {
     if [[ $SCALE == tiny ]]; then
         size=0.1M; qks="none head"; kvs="2 1"; ctxs="64 128"; window=32; global=2; target=512; seeds="0 1 2"
         tps=2048; steps=192; frac=0.05; fracs="1"; early=0.5; mix=0.25  # fracs: 0.25 left out for time (README)
-        base="--vocab_size 1024 --eval_interval 1000 --ptq_bits ''"
-        evalf="--tasks ppl --ppl_tokens 16384 --longppl_short 32 --alpha 0.5 --beta 4 --quiet"
+        # retrieval with range: 25% of the rows are compact passkey samples (answer loss), so the text
+        # models can learn retrieval inside their context; exact match at the target on 5 depths x 26
+        # = 130 samples per length (>= 129: a cell mean over 3 seeds has a 95% CI half-width <= 0.05)
+        base="--vocab_size 1024 --eval_interval 1000 --ptq_bits '' --task_mix 0.25 --task_list passkey_short --task_loss answer"
+        evalf="--tasks ppl,passkey_short --depths 5 --samples 26 --score exact --rank false"  # 1 row per sample, not 5
+        evalf+=" --ppl_tokens 16384 --longppl_short 32 --alpha 0.5 --beta 4 --quiet"
         tgt_lengths=$target
     else
         # swiglu: every cell exports to transformers (HELMET / RULER); window = the short pretraining context
@@ -235,12 +241,23 @@ grid_longctx() {
         tps=131072; steps=15259; frac=0.05; fracs="0.25 1"; early=0.25; mix=0.25   # 2.0B tokens, 100M tokens of extension
         base="--grad_accum 4 --eval_interval 500 --ckpt_every 500 --ptq_bits '' $PAPER_FINAL_EVAL"
         evalf="--tasks ppl,passkey,niah_single,niah_multikey,niah_multivalue,niah_multiquery,vt,cwe,fwe,json_kv"
-        evalf+=" --longppl_short 1024 --quiet"; tgt_lengths="16384,$target"
+        # exact match is the retrieval outcome (rank secondary, in eval.json): 5 depths x 3 samples = 15 per
+        # (task, length), 150 per length over the 10 tasks (>= 129 for a CI half-width <= 0.05 over 3 seeds)
+        evalf+=" --depths 5 --samples 3 --score exact --longppl_short 1024 --quiet"; tgt_lengths="16384,$target"
         # outcomes inside single documents: a long-document set apart from the web corpus, enough windows
         evalf+="${EVAL_DATA:+ --eval_data $EVAL_DATA} --min_windows $PAPER_MIN_WINDOWS"
     fi
-    local seed qk kv w ctx run ext swa f line
+    local seed qk kv w ctx run ext swa f line evs="" second=() evalo
     evalf+=" --target ${tgt_lengths%%,*}"  # the outcomes: at the target length(s) only, before and after
+    evalo=${evalf/,passkey_short/}  # tiny: retrieval on the root and the main recipe only (its outcome; for time)
+    # paper: a fixed LongPPL evaluator per seed (arXiv 2410.23771 picks key tokens with one evaluator
+    # model): the no-feature cell's main-recipe extension (a model of the target length) scores key
+    # tokens for every run of its seed; so paper evaluate steps are second-pass lines, after every
+    # training line (evaluate.py refuses an evaluator without result.json: a clear error, rerun later)
+    ev_step() {  # RUN FLAGS...: an evaluate step of this cell, in its line (tiny) or its second-pass line (paper)
+        if [[ $SCALE == tiny ]]; then line+=" && $PY evaluate.py $*"; return; fi
+        evs+="${evs:+ && }$PY evaluate.py $* --evaluator $d/${size}_qknone_kv${kvs%% *}_w0_ctx${ctxs##* }_s${seed}-ntk$target-f$frac"
+    }
     for seed in $seeds; do for qk in $qks; do for kv in $kvs; do for w in 0 $window; do for ctx in $ctxs; do
         run=$d/${size}_qk${qk}_kv${kv}_w${w}_ctx${ctx}_s${seed}; ext=$run-ntk$target-f$frac
         swa=""; [[ $w != 0 ]] && swa=" --window $w --global_every $global"
@@ -249,30 +266,32 @@ grid_longctx() {
         extf="--factor $(( target / ctx )) --short_frac $mix --layers global --quiet"
         line="$PY train.py --size $size --qk_norm $qk --n_kv_head $kv$swa --block_size $ctx$mlp"
         line+=" --batch_size $(( tps / ctx )) --iters $steps --save_at $early --seed $seed $base $TRAIN_FLAGS --out_dir $run"
-        line+=" && $PY evaluate.py $run --lengths $ctx,$tgt_lengths --probe_samples 4 $evalf"
+        ev_step "$run --lengths $ctx,$tgt_lengths --probe_samples 4 $evalf"
         line+=" && $PY extend.py $run --method ntk $extf --out_dir $run-ntk$target-free"  # the gain's baseline
-        line+=" && $PY evaluate.py $run-ntk$target-free --lengths $tgt_lengths --no_probes $evalf"
+        ev_step "$run-ntk$target-free --lengths $tgt_lengths --no_probes $evalo"
         line+=" && $PY extend.py $run --method ntk --token_frac $frac $extf --out_dir $ext"
-        line+=" && $PY evaluate.py $ext --lengths $tgt_lengths --no_probes $evalf"
+        ev_step "$ext --lengths $tgt_lengths --no_probes $evalf"
         line+=" && $PY extend.py $run --ckpt $early --method ntk --token_frac $frac $extf --out_dir $ext-at$early"
-        line+=" && $PY evaluate.py $ext-at$early --lengths $tgt_lengths --no_probes $evalf"
+        ev_step "$ext-at$early --lengths $tgt_lengths --no_probes $evalo"
         if [[ $seed == "${seeds%% *}" ]]; then  # robustness variants on the first seed
             for f in $fracs; do
                 line+=" && $PY extend.py $run --method ntk --token_frac $f $extf --out_dir $run-ntk$target-f$f"
-                line+=" && $PY evaluate.py $run-ntk$target-f$f --lengths $tgt_lengths --no_probes $evalf"
+                ev_step "$run-ntk$target-f$f --lengths $tgt_lengths --no_probes $evalo"
             done
             line+=" && $PY extend.py $run --method yarn --stages 2 --stage1_factor $(( target / ctx / 2 )) --token_frac $frac"
             line+=" $extf --out_dir $run-yarn2st$target-f$frac"
-            line+=" && $PY evaluate.py $run-yarn2st$target-f$frac --lengths $tgt_lengths --no_probes $evalf"
+            ev_step "$run-yarn2st$target-f$frac --lengths $tgt_lengths --no_probes $evalo"
             line+=" && $PY extend.py $run --method ntk --token_frac $frac $extf --lr_frac 0 --out_dir $ext-lrparent"
-            line+=" && $PY evaluate.py $ext-lrparent --lengths $tgt_lengths --no_probes $evalf"  # the old re-warm
+            ev_step "$ext-lrparent --lengths $tgt_lengths --no_probes $evalo"  # the old re-warm
             if [[ -n $swa ]]; then  # RoPE scaled on every layer, windowed ones too
                 line+=" && $PY extend.py $run --method ntk --token_frac $frac ${extf/--layers global/--layers all}"
-                line+=" --out_dir $ext-alllayers && $PY evaluate.py $ext-alllayers --lengths $tgt_lengths --no_probes $evalf"
+                line+=" --out_dir $ext-alllayers"; ev_step "$ext-alllayers --lengths $tgt_lengths --no_probes $evalo"
             fi
         fi
         emit "$line"
+        [[ -n $evs ]] && second+=("$evs"); evs=""
     done; done; done; done; done
+    for line in "${second[@]}"; do emit "$line"; done
 }
 
 # Positional encodings that extrapolate (NoPE, ALiBi, HoPE, ExPE, SWAN, chunk attention): train short, evaluate long. Variants:
@@ -283,10 +302,11 @@ grid_longctx() {
 # --task_loss answer: learns passkey retrieval at the training length, so its exact match by length
 # has range). Tiny also: the remove-one ablation of chunk attention's three principles (arXiv 2510.17196:
 # linear encoder without CLS, no bypassing residual path, dense retrieval in training) on the passkey
-# recipe. Paper: text runs, evaluated on loss and the retrieval tasks. No PTQ baseline (--ptq_bits ''):
+# recipe. Paper: text runs, evaluated on loss and the retrieval tasks, and passkey runs as tiny (a quarter of the
+# tokens; exact match on 129 samples per length). No PTQ baseline (--ptq_bits ''):
 # nothing in this study reads it.
 grid_posenc() {
-    local d=$OUT/posenc size block base seeds tasks lengths quick swan chunk v label flags seed run ev task ablate
+    local d=$OUT/posenc size block base seeds tasks lengths quick swan chunk v label flags seed run ev task ablate pks=8
     if [[ $SCALE == tiny ]]; then
         size=0.1M; block=128; seeds="0 1 2"; base="--vocab_size 1024 --batch_size 16 --iters 300 --eval_interval 1000 --ptq_bits ''"
         tasks="ppl"; lengths="128,256,512,1024"; quick=" --quick"
@@ -297,7 +317,12 @@ grid_posenc() {
         size=50M; block=1024; seeds="0 1 2"
         base="--batch_size 64 --tokens 1000000000 --eval_interval 500 --ckpt_every 500 --ptq_bits '' $PAPER_FINAL_EVAL"
         tasks="ppl,passkey,niah_single,niah_multikey,vt,json_kv"; lengths="1024,2048,4096,8192,16384"; quick=""
-        task=""; swan="--swan true --window 256 --global_every 4"; chunk="--chunk_layers 1,3,5,7,9"; ablate=""
+        # passkey-trained runs as tiny (the exact-match gate needs a model that retrieves in distribution):
+        # a quarter of the text runs' tokens, all rows passkey, answer loss; exact match on 3 depths x 43 =
+        # 129 samples per length (a cell mean over 3 seeds: 95% CI half-width <= 0.05)
+        task="--batch_size 64 --tokens 250000000 --eval_interval 500 --ckpt_every 500 --ptq_bits '' $PAPER_FINAL_EVAL"
+        task+=" --task_mix 1.0 --task_list passkey --task_loss answer"; pks=43
+        swan="--swan true --window 256 --global_every 4"; chunk="--chunk_layers 1,3,5,7,9"; ablate=""
     fi
     for v in "rope:--pos rope" "nope:--pos nope" "alibi:--pos alibi" "hope:--pos hope" "expe:--pos expe" \
              "sinusoidal:--pos sinusoidal" "swan:$swan" "chunk:$chunk"; do
@@ -310,7 +335,7 @@ grid_posenc() {
             [[ -z $task ]] && continue
             run=$d/${size}_${label}_passkey_ctx${block}_s${seed}
             emit "$PY train.py --size $size $flags --block_size $block $task --seed $seed $TRAIN_FLAGS --out_dir $run" \
-                 "&& $PY evaluate.py $run --tasks passkey --lengths $lengths --samples 8 --score exact --no_probes$ev --quiet"
+                 "&& $PY evaluate.py $run --tasks passkey --lengths $lengths --samples $pks --score exact --no_probes$ev --quiet"
         done
     done
     local IFS_=$IFS; IFS="|"; set -f; local abl=($ablate); IFS=$IFS_; set +f

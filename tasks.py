@@ -210,6 +210,20 @@ def gen_passkey(enc, length, depth, rng, haystack=None):
     return _sample("passkey", head + body + question, answer, distract, depth, length, len(head) + pos)
 
 
+def gen_passkey_short(enc, length, depth, rng, haystack=None):
+    # passkey retrieval (arXiv 2305.16300) without the instruction head and with one mention of the
+    # key: fits a 64-token context at vocabulary 1024 (passkey needs ~120), for tiny text models'
+    # pretraining task mix (the long-context study) and their exact match at the target
+    key = rand_number(enc, rng, 5)
+    needle = enc.encode_ordinary(" The pass key is %s." % key)
+    question = enc.encode_ordinary(" The pass key is")
+    answer = enc.encode_ordinary(" " + key)
+    hay = _haystack(enc, _budget("passkey_short", length, needle, question, answer), rng, haystack)
+    body, (pos,) = _insert(hay, [(_depth_pos(enc, hay, depth), needle)])
+    distract = _fresh(enc, rng, answer, lambda r: " " + rand_number(enc, r, 5))
+    return _sample("passkey_short", body + question, answer, distract, depth, length, pos)
+
+
 def _niah(task, enc, length, depth, rng, haystack, n_keys=1, n_values=1, n_queries=1):
     # RULER needle-in-a-haystack family, arXiv 2404.06654 (7-digit values, word keys)
     keys = rng.sample(word_pool(enc), n_keys)
@@ -380,6 +394,7 @@ def gen_json_kv(enc, length, depth, rng, haystack=None):
 
 TASKS = {
     "passkey": gen_passkey,
+    "passkey_short": gen_passkey_short,
     "niah_single": gen_niah_single,
     "niah_multikey": gen_niah_multikey,
     "niah_multivalue": gen_niah_multivalue,

@@ -341,9 +341,14 @@ def test_longctx_end_to_end_on_the_tiny_grid(tmp_path):
         y0 = 3.9 + 0.04 * z["short"] - 0.04 * z["swa"] + 0.01 * z["gqa"] + 0.005 * rng.standard_normal()
         res = {"run_name": os.path.basename(cfg.out_dir), "status": "done", "config": dataclasses.asdict(cfg),
                "model_config": mc, "metrics": {"val_loss": 3.8, "train_loss_smooth": 3.7 + 0.01 * rng.standard_normal()}}
+        # retrieval: learned in distribution (the passkey mix), exact match at 512 with range (planted SWA effect)
+        ex0 = 0.3 + 0.3 * z["swa"] - 0.1 * z["short"]
+        pk = lambda ex, *ls: {"passkey_short": {"by_length": {str(L): {"exact": e, "rank": 0.9, "n": 130}
+                                                              for L, e in zip(ls, ex)}}}
         write_json_run(cfg.out_dir, res, {"ppl": {"by_length": {str(mc["block_size"]): 3.85}}, "sink_rate": 0.0,
-                                          "sink_strength": 0.03 + 0.01 * rng.random(), "score": None,
-                                          "target": {"loss": y0 + 0.02, "longppl_loss": 2.7, "retrieval": None}})
+                                          "sink_strength": 0.03 + 0.01 * rng.random(), "score": 0.05,
+                                          "tasks": pk((0.97, 0.05), mc["block_size"], 512), "score_lengths": [512],
+                                          "target": {"loss": y0 + 0.02, "longppl_loss": 2.7, "retrieval": 0.05}})
         for ext, _ in zip(steps[2::2], steps[3::2]):
             ec = extend.parse_args(ext[1:])
             n_ext += 1
@@ -355,7 +360,9 @@ def test_longctx_end_to_end_on_the_tiny_grid(tmp_path):
             # trained: better than the parent's 0.02; training-free: worse; the re-warm (--lr_frac 0) hurts
             y = (y0 + (0.03 if ec.ckpt != "final" else 0) - 0.05 * ec.token_frac + (0.04 if not ec.token_frac else 0)
                  + (0.05 if ec.lr_frac == 0 else 0) + 0.005 * rng.standard_normal())
-            ev = {"target": {"loss": y, "longppl_loss": 2.6 + y / 10, "key_frac": 0.01, "retrieval": None}}
+            ex = float(np.clip(ex0 + 0.02 * rng.standard_normal(), 0, 1))
+            ev = {"target": {"loss": y, "longppl_loss": 2.6 + y / 10, "key_frac": 0.01, "retrieval": ex},
+                  "tasks": pk((ex,), 512), "score_lengths": [512]}
             if ec.stages == 2:  # the first stage's folder holds a finished run too; it is no outcome
                 write_json_run(os.path.join(ec.out_dir, "stage1"), {"run_name": "stage1", "status": "done",
                                "config": {}, "model_config": emc, "lineage": {**lin, "stage": 1}}, None)
@@ -367,7 +374,13 @@ def test_longctx_end_to_end_on_the_tiny_grid(tmp_path):
     assert analyze.main([str(out / "longctx")]) == 0
     lc = json.loads((out / "longctx" / "analysis.json").read_text())["longctx"]
     assert set(lc) == {"contexts", "short_block", "extensions", "main_recipe", "recipes", "runs", "outcomes",
-                       "gain", "flagged_recipes", "sinks"}
+                       "gain", "flagged_recipes", "sinks", "retrieval"}
+    rt = lc["retrieval"]  # learned in distribution in every cell; the planted SWA effect spans > 3 init sds
+    assert rt["usable"] and rt["n_learned"] == 16 and rt["spans_3sd"] and rt["samples_per_run"] == [130]
+    assert all(c["half_width"] <= 0.05 and c["n"] == 3 and c["samples"] == 390 for c in rt["cells"])
+    swa_mean = np.mean([c["mean"] for c in rt["cells"] if c["cell"][2] == "1"])
+    assert swa_mean - np.mean([c["mean"] for c in rt["cells"] if c["cell"][2] == "0"]) == pytest.approx(0.3, abs=0.03)
+    assert "retrieval" in lc["outcomes"] and "the cell means span more than 3 init sds" in rt["verdict"]
     assert lc["sinks"] == {"rate_min": 0.0, "rate_max": 0.0, "formed": False, "path": None}  # no sinks: no path
     lr = f"lr={extend.DEFAULT_LR_FRAC:g}x"
     main = f"ntk frac=0.05 short_frac=0.25 layers=global {lr}"
@@ -397,9 +410,31 @@ def test_longctx_end_to_end_on_the_tiny_grid(tmp_path):
     readme = open(os.path.join(root, "results", "longctx", "README.md")).read()  # the study write-up
     keys = set(lc) | set(o) | set(g) | set(g["gain_parent"]) | set(lc["sinks"]) | set(o["relative_drop"]) | {k for part in ("cells", "effects", "models", "tests", "predictors", "variants")
                                for x in o[part] for k in x} | set(o["remove_one"]) | set(o["seed_variance"]) \
-        | set(o["early"]) | set(lc["runs"][0]) | set(o["remove_one"]["increments"][0]) | set(o["remove_one"]["equal"])
+        | set(o["early"]) | set(lc["runs"][0]) | set(o["remove_one"]["increments"][0]) | set(o["remove_one"]["equal"]) \
+        | set(rt) | set(rt["cells"][0]) | set(rt["gate"])
     missing = sorted(k for k in keys if f"`{k}`" not in readme)
     assert not missing, f"README does not document analysis.json longctx keys {missing}"
+
+
+def test_longctx_retrieval_gate_and_span():
+    """A recipe that does not learn retrieval in distribution scores chance at the target: no outcome,
+    said so; learned cells whose means differ by less than 3 init sds: said so; the sample rule."""
+    rows = [{"cell": c, "seed": s, "exact": 0.2 + 0.01 * s + 0.005 * int(c, 2), "exact_n": 130, "id_exact": idx}
+            for c in ("0000", "0001", "1000") for s in (0, 1, 2) for idx in [0.3 if c == "0001" else 0.95]]
+    r = analyze.retrieval_report(rows)
+    assert r["n_learned"] == 2 and not r["usable"] and "in 2 of 3 cells only" in r["verdict"]
+    assert [c["learned"] for c in r["cells"]] == [True, False, True]
+    r = analyze.retrieval_report([dict(w, id_exact=0.2) for w in rows])
+    assert r["n_learned"] == 0 and "not learned in distribution" in r["verdict"] and "chance" in r["verdict"]
+    r = analyze.retrieval_report([dict(w, id_exact=1.0) for w in rows])  # range 0.04, init sd 0.01: 4 sds
+    assert r["usable"] and r["spans_3sd"] and r["init_sd"] == pytest.approx(0.01)
+    r = analyze.retrieval_report([dict(w, id_exact=1.0, exact=w["exact"] - (0.02 if w["cell"] == "1000" else 0))
+                                  for w in rows])  # range 0.02 < 3 x 0.01
+    assert not r["spans_3sd"] and "do not span" in r["verdict"]
+    c = r["cells"][0]  # the binomial sampling CI of a mean over 3 runs of 130 samples each
+    assert c["half_width"] == pytest.approx(1.96 * math.sqrt(sum(p * (1 - p) / 130 for p in (0.20, 0.21, 0.22))) / 3, rel=1e-3)
+    assert analyze.samples_for_ci(3) == 129 and analyze.samples_for_ci(1) == 385
+    assert analyze.retrieval_report([dict(w, exact=None) for w in rows]) is None
 
 
 def write_json_run(folder, res, ev):

@@ -91,6 +91,9 @@ def test_batched_scoring_equals_one_pass_per_candidate(enc):
     model = random_gpt(vocab_size=enc.n_vocab, block_size=64, n_layer=2, n_embd=32, n_head=2, n_kv_head=2)
     samples = E.task_samples("niah_single", enc, 128, [0.0, 1.0], 2, 0, None)
     got = E.score_samples(model, samples, batch_tokens=600)
+    exact_only = E.score_samples(model, samples, batch_tokens=600, rank=False)  # the answer's row only
+    assert [(g["exact"], g["logprob"]) for g in got] == pytest.approx([(g["exact"], g["logprob"]) for g in exact_only])
+    assert all(g["rank"] is None for g in exact_only) and E.mean_scores(exact_only)["rank"] is None
 
     @torch.no_grad()
     def lp(ids):
@@ -422,6 +425,28 @@ def test_eval_data_long_documents_and_the_window_check(run_dir, tmp_path, capsys
     assert ev["ppl"]["tokens"]["1024"] == 1024 * data.windows_per_length([n], [1024])[1024] >= 8 * 1024
 
 
+def test_fixed_evaluator_run_must_be_finished(run_dir, tmp_path, capsys):
+    """--evaluator names the run folder whose final checkpoint picks LongPPL key tokens (the paper
+    longctx grid's fixed evaluator per seed, trained by an earlier line): an unfinished one (no
+    result.json yet) is refused in one line before anything is written; a finished one is recorded."""
+    import shutil
+    ev_run = str(tmp_path / "evaluator")
+    shutil.copytree(run_dir, ev_run)
+    os.remove(os.path.join(ev_run, "result.json"))
+    out = tmp_path / "ev.json"
+    flags = ["--tasks", "ppl", "--lengths", "32", "--ppl_tokens", "512", "--no_probes", "--longppl_short", "8",
+             "--out", str(out)]
+    err = one_line_error(capsys, run_dir, *flags, "--evaluator", ev_run)
+    assert "not finished" in err and not out.exists()
+    shutil.copy(os.path.join(run_dir, "result.json"), ev_run)
+    E.main([run_dir, *flags, "--evaluator", ev_run, "--quiet"])
+    lp = json.loads(out.read_text())["ppl"]["longppl"]
+    E.main([run_dir, *flags, "--quiet"])
+    own = json.loads(out.read_text())["ppl"]["longppl"]
+    assert lp["evaluator"] == ev_run and own["evaluator"] == "self"
+    assert lp["by_length"] == own["by_length"]  # the same weights pick the same key tokens
+
+
 def one_line_error(capsys, *argv):
     with pytest.raises(SystemExit) as e:
         E.main(list(argv) + ["--quiet"])
@@ -435,6 +460,7 @@ def one_line_error(capsys, *argv):
     (["--lengths", "32,x"], "malformed --lengths"),
     (["--lengths", "10000000"], "outside"),
     (["--haystack", "hay"], "unknown --haystack"),
+    (["--rank", "false"], "--score rank needs the ranking"),
 ])
 def test_bad_input_one_line_error(run_dir, capsys, args, msg):
     assert msg in one_line_error(capsys, run_dir, *args)

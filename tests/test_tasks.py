@@ -30,7 +30,7 @@ def enc():
 
 
 CORPUS = list(range(300, 3300))  # stands in for corpus token ids
-HAYSTACKS = {"passkey": [None, "needle", CORPUS], "niah_single": [None, "needle", CORPUS],
+HAYSTACKS = {"passkey": [None, "needle", CORPUS], "passkey_short": [None, CORPUS], "niah_single": [None, "needle", CORPUS],
              "niah_multikey": [None, "needle", CORPUS], "niah_multivalue": [None, "needle", CORPUS],
              "niah_multiquery": [None, "needle", CORPUS], "vt": [None, CORPUS]}
 
@@ -39,6 +39,8 @@ def solve(task, text):
     """Independent ground truth read off the prompt text."""
     if task == "passkey":
         return re.search(r"The pass key is (\d+)\. Remember", text).group(1)
+    if task == "passkey_short":  # one mention, then the question
+        return re.search(r"The pass key is (\d+)\.", text).group(1)
     if task.startswith("niah"):
         context, question = text[:text.rindex(" What ")], text[text.rindex(" What "):]
         q = re.search(r"magic numbers? for (.+?)\? The special", question).group(1)
@@ -102,7 +104,7 @@ def test_numbers_have_fixed_token_count(enc):
     assert len(tasks.word_pool(enc)) >= 100
 
 
-NEEDLE_TEXT = {"passkey": " The pass key is", "niah_single": " One of the special magic numbers",
+NEEDLE_TEXT = {"passkey": " The pass key is", "passkey_short": " The pass key is", "niah_single": " One of the special magic numbers",
                "niah_multikey": " One of the special magic numbers", "vt": " VAR", "json_kv": ""}
 
 

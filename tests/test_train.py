@@ -222,6 +222,22 @@ def test_batches_are_a_function_of_seed_and_step():
     assert torch.equal(x1[:, 1:], y1[:, :-1])
 
 
+def test_task_mix_fits_a_64_token_context(tmp_path):
+    """passkey_short fits a 64-token row at vocabulary 1024 (passkey needs ~120 tokens): every task row
+    of a 64-token block holds one sample, its answer the only scored tokens (the tiny longctx mix)."""
+    cfg = tiny_config(tmp_path, vocab_size=1024, block_size=64, batch_size=8, task_mix=1.0,
+                      task_list="passkey_short", task_loss="answer")
+    corpus = train.corpus_of(cfg)
+    x, y = data.train_batch(cfg, 64, corpus, step=0)
+    for r in range(8):
+        kept = y[r][y[r] >= 0].tolist()
+        assert 0 < len(kept) < 12 and corpus.enc.decode(kept).replace(" ", "").isdigit()
+        assert corpus.enc.decode(kept).strip() in corpus.enc.decode(x[r].tolist())  # the key is in the row
+    cfg.task_list = "passkey"  # too long for the row: filler only, nothing scored
+    _, y = data.train_batch(cfg, 64, corpus, step=0)
+    assert (y < 0).all()
+
+
 def test_task_mix_rows_and_answer_only_loss(tmp_path):
     """--task_mix replaces that share of rows with task sequences; --task_loss answer keeps the
     loss only on their answer tokens (text rows keep every token)."""
