@@ -259,7 +259,9 @@ def test_every_paper_longctx_cell_shape_exports(enc512, tmp_path):
                        text=True, timeout=60, env={**os.environ, "SCALE": "paper", "OUT": str(tmp_path / "o")})
     assert p.returncode == 0, p.stderr
     shapes = set()
-    for line in p.stdout.splitlines():
+    train_lines = [ln for ln in p.stdout.splitlines() if shlex.split(ln)[1] == "train.py"]  # not the 2nd-pass evaluations
+    assert len(train_lines) == 48
+    for line in train_lines:
         cfg = train.parse_args(shlex.split(line.split(" && ")[0])[2:])
         m = cfg.model
         shapes.add((m["qk_norm"], 4 * m["n_kv_head"] // 12, bool(m.get("window")), m.get("global_every", 0), m["mlp"]))
