@@ -25,6 +25,8 @@ from cli import flag
 from quant import QATEmbedding, QATLinear, check_bits, parse_clip
 
 POS_KINDS = ("rope", "nope", "alibi", "hope", "expe")  # per-layer kinds (expe: with expe_on=qk)
+SINUSOIDAL_RMS = 0.02  # rms of the added sinusoidal table: the token embedding's init std (Vaswani et al. scale
+# the embedding by sqrt(d_model) to meet their amplitude-1 table; here the tied wte stays small, so the table shrinks)
 MODEL_WIDE_POS = ("learned", "sinusoidal")  # absolute, added to the embedding; expe with expe_on=embed too
 ROPE_SCALINGS = ("none", "pi", "ntk", "dynamic_ntk", "yarn", "llama3")  # ABF is a new rope_theta, no scaling
 QK_NORMS = ("none", "layer", "head")
@@ -403,8 +405,9 @@ class GPT(nn.Module):
                                  f"cannot run {T} tokens")
             x = x + self.wpe(torch.arange(T, device=idx.device))
         c = self.config
-        if c.pos == "sinusoidal":
-            x = x + sinusoidal_table(idx.shape[1], c.n_embd, idx.device).to(x.dtype)
+        if c.pos == "sinusoidal":  # at the token embedding's init scale (rms 0.02, as wte and wpe), not
+            # amplitude 1: after the pre-norm an amplitude-1 table swamps the 0.02 tokens (text loss 4.58)
+            x = x + (SINUSOIDAL_RMS * 2 ** 0.5 * sinusoidal_table(idx.shape[1], c.n_embd, idx.device)).to(x.dtype)
         elif c.pos == "expe" and c.expe_on == "embed":
             x = expe_embed(x, expe_values(idx.shape[1], c, idx.device))
         return x

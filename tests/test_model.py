@@ -254,14 +254,16 @@ def test_expe_on_embedding_sets_first_dims_of_first_block_input():
 
 
 def test_sinusoidal_equals_the_formula():
-    """PE[n, 2i] = sin(n / 10000^(2i/d)), PE[n, 2i+1] = cos(...) (arXiv 1706.03762), added to wte."""
+    """PE[n, 2i] = sin(n / 10000^(2i/d)), PE[n, 2i+1] = cos(...) (arXiv 1706.03762), added to wte at
+    rms 0.02 (the token embedding's init std)."""
     m = model(pos="sinusoidal")
     assert [l.pos for l in m.plan] == ["nope", "nope"]
     idx, d = tokens(40), 32
     want = torch.tensor([[math.sin(n / 10000 ** (i / d)) if i % 2 == 0 else math.cos(n / 10000 ** ((i - 1) / d))
                           for i in range(d)] for n in range(40)])
     x = first_block_input(m, idx)
-    assert torch.allclose(x - m.wte(idx), want.expand(2, 40, d), atol=1e-5)
+    assert torch.allclose(x - m.wte(idx), 0.02 * 2 ** 0.5 * want.expand(2, 40, d), atol=1e-6)
+    assert abs((x - m.wte(idx)).pow(2).mean().sqrt().item() - 0.02) < 1e-3
 
 
 def test_learned_positions_refuse_past_block_size():
