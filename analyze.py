@@ -1617,14 +1617,15 @@ ENCODING_ORDER = {e: i for i, e in enumerate(("rope", "nope", "alibi", "hope", "
                                                "swan", "chunk", "chunk-linear", "chunk-fused", "chunk-dense"))}
 
 
-def score_verdict(p, reference, margin):
+def score_verdict(p, reference, margin, lower_is_better=False):
     """The verdict of a paired comparison p (paired_acc) of scores with the reference encoding, by the
     one rule for "better" (distinguishable: paired t test at BETTER_LEVEL over >= MIN_SEEDS seeds)
-    and a mean gap of at least the margin; otherwise "not distinguishable", with the numbers."""
+    and a mean gap of at least the margin; otherwise "not distinguishable", with the numbers.
+    lower_is_better: p compares losses (a negative difference is better)."""
     if p is None:
         return f"no seeds in common with {reference}"
     if distinguishable(p) and abs(p["mean_diff"]) >= margin:
-        return f"{'better' if p['mean_diff'] > 0 else 'worse'} than {reference}"
+        return f"{'better' if (p['mean_diff'] < 0) == lower_is_better else 'worse'} than {reference}"
     why = (f"{p['n']} seeds, fewer than {MIN_SEEDS}" if p["n"] < MIN_SEEDS else
            f"paired t p={f(p['p'], '.2g')}" + (f", |Δ| < {f(margin)}" if distinguishable(p) else ""))
     return f"not distinguishable from {reference} (Δ {p['mean_diff']:+.3f}, {why})"
@@ -2034,17 +2035,29 @@ def posenc_report(runs, gate=0.9, margin=0.05, reference="rope"):
 def chunk_ablation(cells, margin=0.05, full="chunk"):
     """posenc.chunk_ablation: each cell with one of chunk attention's principles removed
     (CHUNK_ABLATIONS) against the full chunk model's cell of the same training and length, paired over
-    seeds: the retrieval score and exact match per task and length past training. Compared only when
-    both learned retrieval in distribution (the full model's ability is shown before an ablation's
-    effect on it is read); an ablation that did not learn it is reported as such."""
+    seeds. Text-trained cells: the loss at each length past training and its mean over those lengths
+    (loss_past; lower is better). Retrieval-trained cells: the retrieval score and exact match per task
+    and length past training, compared only when both learned retrieval in distribution (the full
+    model's ability is shown before an ablation's effect on it is read); an ablation that did not learn
+    it is reported as such."""
     rows = []
     for (training, enc, block), c in cells.items():
         ref = cells.get((training, full, block))
         flag = next((k for k, (_, suf) in CHUNK_ABLATIONS.items() if enc == full + suf), None)
         if flag is None or ref is None:
             continue
-        cmp = {"score": None, "exact": {}}
-        if ref["learned"] is not True:
+        cmp = {"score": None, "exact": {}, "loss": {}, "loss_past": None}
+        if training == "text":  # loss by length past training, paired with the full chunk model's
+            past = [L for L in c["loss_by_length"] if parse_int(L) > (c["train_len"] or 0) and L in ref["loss_by_length"]]
+            cmp["loss"] = {L: paired_acc(c["loss_by_length"][L]["per_seed"], ref["loss_by_length"][L]["per_seed"])
+                           for L in past}
+            def mean_past(cell):  # {seed: mean loss over the lengths past training}
+                by = {s: [cell["loss_by_length"][L]["per_seed"].get(s) for L in past] for s in cell["seeds"]}
+                return {s: float(np.mean(v)) if v and None not in v else None for s, v in by.items()}
+            cmp["loss_past"] = paired_acc(mean_past(c), mean_past(ref))  # negative: lower loss without the principle
+            verdict = (score_verdict(cmp["loss_past"], full, margin, lower_is_better=True) if past
+                       else "no lengths past training")
+        elif ref["learned"] is not True:
             verdict = f"no comparison: {full} retrieval not learned in distribution"
         elif c["learned"] is not True:
             verdict = "retrieval not learned in distribution without this principle"
@@ -2058,7 +2071,8 @@ def chunk_ablation(cells, margin=0.05, full="chunk"):
         rows.append({"ablation": flag, "value": CHUNK_ABLATIONS[flag][0], "encoding": enc, "training": training,
                      "train_len": c["train_len"], "n": c["n"], "learned": c["learned"], "full_learned": ref["learned"],
                      "retrieval": c["retrieval"], "score": c["score"], "full_score": ref["score"],
-                     "loss_by_length": c["loss_by_length"], "vs_full": cmp, "verdict": verdict})
+                     "loss_by_length": c["loss_by_length"], "full_loss_by_length": ref["loss_by_length"],
+                     "vs_full": cmp, "verdict": verdict})
     order = list(CHUNK_ABLATIONS)
     return sorted(rows, key=lambda r: (r["training"], r["train_len"] or 0, order.index(r["ablation"])))
 
@@ -2114,16 +2128,24 @@ def chunk_ablation_md(rows):
     if not rows:
         return []
     L = ["### Chunk attention: one principle removed at a time (arXiv 2510.17196)", "",
-         "Retrieval exact match by length of each ablated model, its score (mean exact match past training) "
-         "beside the full chunk model's, the paired difference (z, seeds higher/lower) and the verdict by the "
-         "one rule (paired t test over >= 3 seeds).", ""]
+         "Text-trained: loss by length of each ablated model (the full chunk model's in brackets), the paired "
+         "difference of the mean loss past training (negative: lower without the principle). Retrieval-trained: "
+         "exact match by length, the score (mean exact match past training) beside the full chunk model's and "
+         "their paired difference. z and seeds higher/lower in brackets; verdict by the one rule (paired t test "
+         "over >= 3 seeds).", ""]
     out = []
     for r in rows:
+        if r["training"] == "text":
+            by = " / ".join(f"@{L} {f(st['mean'], '.3f')} ({f((r['full_loss_by_length'].get(L) or {}).get('mean'), '.3f')})"
+                            for L, st in r["loss_by_length"].items())
+            out.append([r["encoding"], f"{r['ablation']}={r['value']}", r["training"], str(r["n"]), by or "-",
+                        "-", "-", paired_cell(r["vs_full"]["loss_past"]), r["verdict"]])
+            continue
         ex = " / ".join(f"{t}@{L} {f(st['mean'], '.2f')}" for t, v in r["retrieval"].items()
                         for L, st in v["exact"].items())
         out.append([r["encoding"], f"{r['ablation']}={r['value']}", r["training"], str(r["n"]), ex or "-",
                     pm(r["score"]), pm(r["full_score"]), paired_cell(r["vs_full"]["score"]), r["verdict"]])
-    return L + table(["encoding", "removed", "training", "seeds", "exact by length", "score", "full chunk score",
+    return L + table(["encoding", "removed", "training", "seeds", "by length", "score", "full chunk score",
                       "Δ chunk", "verdict"], out) + [""]
 
 

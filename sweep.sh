@@ -302,8 +302,9 @@ grid_longctx() {
 # --task_loss answer: learns passkey retrieval at the training length, so its exact match by length
 # has range). Tiny also: the remove-one ablation of chunk attention's three principles (arXiv 2510.17196:
 # linear encoder without CLS, no bypassing residual path, dense retrieval in training) on the passkey
-# recipe. Paper: text runs, evaluated on loss and the retrieval tasks, and passkey runs as tiny (a quarter of the
-# tokens; exact match on 129 samples per length). No PTQ baseline (--ptq_bits ''):
+# and text recipes (exact match and loss by length to 8x). Paper: text runs, evaluated on loss and the
+# retrieval tasks, and passkey runs as tiny (a quarter of the tokens; exact match on 129 samples per length).
+# No PTQ baseline (--ptq_bits ''):
 # nothing in this study reads it.
 grid_posenc() {
     local d=$OUT/posenc size block base seeds tasks lengths quick swan chunk v label flags seed run ev task ablate pks=8
@@ -339,9 +340,12 @@ grid_posenc() {
         done
     done
     local IFS_=$IFS; IFS="|"; set -f; local abl=($ablate); IFS=$IFS_; set +f
-    for v in "${abl[@]}"; do  # the chunk ablations: passkey runs only (their retrieval is the question)
+    for v in "${abl[@]}"; do  # the chunk ablations: a text run (loss by length) and a passkey run, as the full model
         label=${v%%:*}; flags=${v#*:}
         for seed in $seeds; do
+            run=$d/${size}_${label}_ctx${block}_s${seed}
+            emit "$PY train.py --size $size $flags --block_size $block $base --seed $seed $TRAIN_FLAGS --out_dir $run" \
+                 "&& $PY evaluate.py $run --tasks $tasks --lengths $lengths$quick --quiet"
             run=$d/${size}_${label}_passkey_ctx${block}_s${seed}
             emit "$PY train.py --size $size $flags --block_size $block $task --seed $seed $TRAIN_FLAGS --out_dir $run" \
                  "&& $PY evaluate.py $run --tasks passkey --lengths $lengths --samples 8 --score exact --no_probes --quiet"

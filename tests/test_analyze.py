@@ -859,6 +859,34 @@ def test_posenc_chunk_ablation_against_the_full_chunk_model(tmp_path):
     assert "### Chunk attention: one principle removed" in (tmp_path / "analysis.md").read_text()
 
 
+def test_posenc_chunk_ablation_text_runs_compare_loss_past_training(tmp_path):
+    """Text-trained chunk ablations: the loss at each length past training, paired with the full chunk
+    model's; the verdict reads the mean over those lengths, lower is better."""
+    lens = (128, 256, 512)
+    planted = {"chunk": ({}, 0.0), "chunk-linear": ({"chunk_encoder": "linear"}, 0.2),
+               "chunk-fused": ({"chunk_bypass": False}, 0.0), "chunk-dense": ({"chunk_dense_train": True}, -0.3)}
+    for seed in range(3):
+        for name, (flags, gap) in planted.items():
+            model = {"chunk_layers": "1", **flags}
+            noise = 0.01 * (seed - 1) * (name != "chunk")
+            loss = {str(L): 4.0 + 0.1 * i + (gap + noise) * (L > 128) for i, L in enumerate(lens)}
+            write_run(tmp_path, f"{name}_s{seed}", {"bits": 16, "seed": seed, "size": "0.1M", "block_size": 128,
+                                                   "model": model}, {"val_loss": 4.0},
+                      model_config={"pos": "rope", "block_size": 128, "chunk_encoder": "mlp_cls", "chunk_bypass": True,
+                                    "chunk_dense_train": False, **model},
+                      eval_={"score": None, "ppl": {"by_length": loss}, "tasks": {}})
+    assert analyze.main([str(tmp_path), "--no_plots"]) == 0
+    rows = {r["ablation"]: r for r in json.loads((tmp_path / "analysis.json").read_text())["posenc"]["chunk_ablation"]}
+    assert set(rows) == {"chunk_encoder", "chunk_bypass", "chunk_dense_train"}
+    lin = rows["chunk_encoder"]
+    assert lin["training"] == "text" and set(lin["vs_full"]["loss"]) == {"256", "512"}
+    assert lin["vs_full"]["loss_past"]["mean_diff"] == pytest.approx(0.2) and lin["verdict"] == "worse than chunk"
+    assert rows["chunk_dense_train"]["verdict"] == "better than chunk"
+    assert rows["chunk_bypass"]["verdict"].startswith("not distinguishable from chunk (Δ +0.000")
+    assert lin["full_loss_by_length"]["128"]["mean"] == pytest.approx(4.0)
+    assert "@256 4.300 (4.100)" in (tmp_path / "analysis.md").read_text()
+
+
 def test_posenc_cells_carry_hope_pairs_and_attention_by_distance(tmp_path):
     """A HoPE cell names the rotary pairs HoPE removed (run record "hope"); every cell with probes has
     the attention weight by distance per layer, averaged over seeds."""
