@@ -404,7 +404,7 @@ def test_longctx_end_to_end_on_the_tiny_grid(tmp_path):
     assert eff["short_ctx"]["lo"] < 0.04 < eff["short_ctx"]["hi"] and eff["swa"]["lo"] < -0.04 < eff["swa"]["hi"]
     assert o["early"]["n"] >= 16 and len(o["variants"]) == 5
     assert {v["recipe"] for v in o["variants"]} == {
-        main.replace("0.05", "1"), f"yarn 2-stage frac=0.05 short_frac=0.25 layers=global {lr}",
+        main.replace("0.05", "0.25"), f"yarn 2-stage frac=0.05 short_frac=0.25 layers=global {lr}",
         rewarm, main.replace("layers=global ", ""), "ntk training-free layers=global"}
     assert os.path.exists(out / "longctx" / "longctx_outcome_vs_count.png")
     readme = open(os.path.join(root, "results", "longctx", "README.md")).read()  # the study write-up
