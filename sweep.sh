@@ -315,7 +315,10 @@ grid_posenc() {
         size=0.1M; block=128; seeds="0 1 2"; base="--vocab_size 1024 --batch_size 16 --iters 300 --eval_interval 1000 --ptq_bits ''"
         tasks="ppl"; lengths="128,256,512,1024"; quick=" --quick"
         task="--vocab_size 1024 --batch_size 16 --iters 600 --eval_interval 1000 --ptq_bits '' --task_mix 1.0 --task_list passkey --task_loss answer"
-        swan="--swan true --window 32 --global_every 2"; chunk="--chunk_layers 1"   # 2 layers: 1 of each
+        # chunk: layer 1 of 2 retrieves 16-token chunks, every layer local (window 16), as the paper's
+        # design (arXiv 2510.17196: no global full-attention layer; many past chunks per training
+        # sequence). With 64-token chunks and a global RoPE layer 0 the model lost passkey past 128.
+        swan="--swan true --window 32 --global_every 2"; chunk="--chunk_layers 1 --chunk_size 16 --window 16"
         ablate="chunk-linear:$chunk --chunk_encoder linear|chunk-fused:$chunk --chunk_bypass false|chunk-dense:$chunk --chunk_dense_train true"
     else
         size=50M; block=1024; seeds="0 1 2"
