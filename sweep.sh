@@ -329,7 +329,7 @@ grid_posenc() {
         # 129 samples per length (a cell mean over 3 seeds: 95% CI half-width <= 0.05)
         task="--batch_size 64 --tokens 250000000 --eval_interval 500 --ckpt_every 500 --ptq_bits '' $PAPER_FINAL_EVAL"
         task+=" --task_mix 1.0 --task_list passkey --task_loss answer"; pks=43
-        swan="--swan true --window 256 --global_every 4"; chunk="--chunk_layers 1,3,5,7,9"; ablate=""
+        swan="--swan true --window 256 --global_every 4"; chunk="--chunk_layers 1,3,5,7,9 --window 256"; ablate=""  # every layer local, as tiny
     fi
     for v in "rope:--pos rope" "nope:--pos nope" "alibi:--pos alibi" "hope:--pos hope" "expe:--pos expe" \
              "sinusoidal:--pos sinusoidal" "swan:$swan" "chunk:$chunk"; do
