@@ -1284,26 +1284,46 @@ def retrieval_report(rows, gate=0.9, level=0.95, span_sds=3):
             "cell_mean_range": span, "spans_3sd": spans, "usable": n_learned == len(out_cells), "verdict": verdict}
 
 
+def learned_subfactorial(rows, ret):
+    """When retrieval is learned in some cells only: the largest half of the factorial in which every
+    cell learned it (one feature held at one level, the other three crossed), analysed there as an
+    outcome (outcome_report on those features); the first such feature in FEATURES order; null when
+    no half is learned throughout."""
+    learned = {c["cell"]: c["learned"] for c in ret["cells"]}
+    for i, f in enumerate(FEATURES):
+        for v in (0, 1):
+            half = [c for c in learned if int(c[i]) == v]
+            if len(half) == 2 ** (len(FEATURES) - 1) and all(learned[c] for c in half):
+                others = tuple(g for g in FEATURES if g != f)
+                rep = outcome_report([w for w in rows if w[f] == v], "retrieval", features=others)
+                sv = (rep or {}).get("seed_variance") or {}
+                spans = (sv.get("init_sd") is not None and sv["cell_mean_range"] > 3 * sv["init_sd"])
+                return {"fixed": {f: v}, "features": list(others), "cells": sorted(half), "report": rep,
+                        "init_sd": sv.get("init_sd"), "cell_mean_range": sv.get("cell_mean_range"), "spans_3sd": spans}
+    return None
+
+
 def fit_summary(fit, names=None):
     keep = [c for c in fit["coefs"] if names is None or c["name"] in names]
     return {"r2": fit["r2"], "s": fit["s"], "dof": fit["dof"], "coefs": keep}
 
 
-def outcome_report(rows, key, level=0.95):
+def outcome_report(rows, key, level=0.95, features=FEATURES):
     """Every analysis of one outcome over the rows of one recipe: cells, main effects with the seed
     spread, count / additive / pairwise / saturated models (R^2, LOO R^2 over runs and over cells,
-    nested F tests), the remove-one increments, seed variance, and exploratory short-context predictors."""
+    nested F tests), the remove-one increments, seed variance, and exploratory short-context predictors.
+    features: the factors that vary in rows (a sub-factorial holds the others fixed)."""
     rs = [w for w in rows if w[key] is not None]
     if len(rs) < 3 or len({w[key] for w in rs}) < 2:
         return None
     y = np.array([w[key] for w in rs])
-    Z = np.array([[w[k] for k in FEATURES] for w in rs])
+    Z = np.array([[w[k] for k in features] for w in rs])
     cells = defaultdict(list)
     for w in rs:
         cells[w["cell"]].append(w[key])
     models, fits = [], {}
     for name in ("count", "additive", "pairwise", "saturated"):
-        X, names = factorial_design(Z, name, FEATURES)
+        X, names = factorial_design(Z, name, list(features))
         fits[name] = ols(X, y, names, level)
         models.append({"model": name, "k": X.shape[1] + 1, **fit_summary(fits[name], None if name != "saturated" else []),
                        "loo_r2": loo_r2(X, y), "loco_r2": loo_r2(X, y, [w["cell"] for w in rs]) if name != "saturated" else None})
@@ -1316,7 +1336,7 @@ def outcome_report(rows, key, level=0.95):
     ranges = [max(v) - min(v) for v in cells.values() if len(v) > 1]
     seeds = sorted({w["seed"] for w in rs if w["seed"] is not None})
     effects = []
-    for i, f in enumerate(FEATURES):
+    for i, f in enumerate(features):
         per_seed = [np.mean([w[key] for w in rs if w["seed"] == sd and w[f]]) -
                     np.mean([w[key] for w in rs if w["seed"] == sd and not w[f]]) for sd in seeds
                     if len({w[f] for w in rs if w["seed"] == sd}) == 2]
@@ -1327,7 +1347,7 @@ def outcome_report(rows, key, level=0.95):
                         "effect_over_init_sd": abs(c["est"]) / math.sqrt(s2) if s2 > 0 else None})
     rem = remove_one(Z, y, s2, dof, level)
     for r in rem["increments"]:
-        r["feature"] = FEATURES[r["feature"]]
+        r["feature"] = features[r["feature"]]
     preds = []
     for p in PREDICTORS:
         x = np.array([np.nan if w.get(f"pre_{key}" if p == "pre" else p) is None else w[f"pre_{key}" if p == "pre" else p]
@@ -1343,7 +1363,7 @@ def outcome_report(rows, key, level=0.95):
             "drop_pct": 100 * abs(means[worst] - means[best]) / abs(means[best]) if means[best] else None}
     loco = [m for m in models if m["loco_r2"] is not None and math.isfinite(m["loco_r2"])]
     return {"what": OUTCOMES[key][0], "higher_is_better": OUTCOMES[key][1], "n": len(rs), "n_cells": len(cells),
-            "relative_drop": drop if key in MEASURED else None,
+            "relative_drop": drop if key in MEASURED and key != "gap" else None,  # a % of a near-0 gap is no headline
             "best_by_loco": max(loco, key=lambda m: m["loco_r2"])["model"] if loco else None,
             "seeds": seeds, "cells": [{"cell": c, **dict(zip(FEATURES, map(int, c))), "count": c.count("1"), "n": len(v),
                                        "mean": means[c], "sd": sd1(v)}
@@ -1416,6 +1436,7 @@ def longctx_report(runs):
     ret = retrieval_report(main_rows)
     if ret and not ret["usable"]:  # chance is no outcome: the recipe must learn the task in distribution
         out.pop("retrieval", None)
+        ret["subfactorial"] = learned_subfactorial(main_rows, ret)
     return {"sinks": sink_path(main_rows, "loss"), "contexts": contexts, "short_block": short, "extensions": ext, "main_recipe": main,
             "recipes": {r: finals.count(r) for r in sorted(set(finals))}, "runs": rows, "outcomes": out,
             "gain": gain, "flagged_recipes": [g["recipe"] for g in gain if g["flagged"]], "retrieval": ret}
@@ -1553,6 +1574,21 @@ def retrieval_md(lc):
                 "exact match at the pretraining length", "learned"],
                [[c["cell"], str(c["n"]), str(c["samples"]), ci(c["mean"], c["lo"], c["hi"], ".3f"), f(c["sd"], ".3f"),
                  f(c["id_exact"], ".3f"), "yes" if c["learned"] else "**no**"] for c in r["cells"]]) + [""]
+    sub = r.get("subfactorial")
+    if sub and sub["report"]:
+        o, (fx, v) = sub["report"], next(iter(sub["fixed"].items()))
+        L += [f"**The learned half: {fx} = {v}** (every one of its {len(sub['cells'])} cells learned; "
+              f"{', '.join(sub['features'])} crossed, {o['n']} runs; the cell means "
+              f"{'span' if sub['spans_3sd'] else 'do not span'} more than 3 init sds: range "
+              f"{f(sub['cell_mean_range'], '.3f')}, init sd {f(sub['init_sd'], '.3f')}). Main effects on the target "
+              f"exact match (additive model):", ""]
+        L += table(["feature", "effect [95% CI]", "sd over seeds", "abs(effect) / init sd"],
+                   [[e["feature"], ci(e["effect"], e["lo"], e["hi"], "+.3f"), f(e["seed_sd"], ".3f"),
+                     f(e["effect_over_init_sd"], ".1f")] for e in o["effects"]]) + [""]
+        L += ["Models: " + "; ".join(f"{m['model']} R^2 {f(m['r2'], '.2f')} (LOO {f(m['loo_r2'], '.2f')})"
+                                     for m in o["models"]) + ". Nested F tests: " +
+              "; ".join(f"{t['test']}: F={f(t['F'], '.2f')} ({t['df1']}, {t['df2']}), p={f(t['p'], '.3g')}"
+                        for t in o["tests"]) + ".", ""]
     return L
 
 

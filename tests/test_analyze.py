@@ -437,6 +437,29 @@ def test_longctx_retrieval_gate_and_span():
     assert analyze.retrieval_report([dict(w, exact=None) for w in rows]) is None
 
 
+def test_longctx_retrieval_learned_half_is_analysed_as_a_subfactorial():
+    """Retrieval learned only where the pretraining context is short: no factorial outcome, but the
+    learned half (short_ctx = 1, the other three features crossed) is analysed on its own; the planted
+    effects come back. With no fully learned half there is none."""
+    rows = []
+    for cell in itertools.product((0, 1), repeat=4):
+        c = "".join(map(str, cell))
+        feats = dict(zip(analyze.FEATURES, cell))
+        for seed in range(3):
+            y = 0.4 - 0.2 * feats["qk_norm"] + 0.3 * feats["swa"] + 0.01 * (seed - 1) * (1 + int(c, 2) % 3)
+            rows.append({"cell": c, "seed": seed, **feats, "exact": y, "retrieval": y, "exact_n": 130,
+                         "id_exact": 1.0 if feats["short_ctx"] else 0.4})
+    r = analyze.retrieval_report(rows)
+    assert not r["usable"] and r["n_learned"] == 8
+    sub = analyze.learned_subfactorial(rows, r)
+    assert sub["fixed"] == {"short_ctx": 1} and sub["features"] == ["qk_norm", "gqa", "swa"] and len(sub["cells"]) == 8
+    eff = {e["feature"]: e["effect"] for e in sub["report"]["effects"]}
+    assert eff == pytest.approx({"qk_norm": -0.2, "gqa": 0.0, "swa": 0.3}, abs=1e-9)
+    assert sub["report"]["n"] == 24 and sub["spans_3sd"] and sub["cell_mean_range"] == pytest.approx(0.5)
+    one_off = [dict(w, id_exact=0.4) if w["cell"] == "0011" else w for w in rows]  # a learned-half cell fails
+    assert analyze.learned_subfactorial(one_off, analyze.retrieval_report(one_off)) is None
+
+
 def write_json_run(folder, res, ev):
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "result.json"), "w") as f:
