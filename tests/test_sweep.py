@@ -20,7 +20,10 @@ SWEEP = os.path.join(ROOT, "sweep.sh")
 
 STUB = r"""#!/usr/bin/env bash
 # fake python: records "CUDA_VISIBLE_DEVICES|OMP_NUM_THREADS|args", then fakes the run's outputs
-echo "${CUDA_VISIBLE_DEVICES:-}|${OMP_NUM_THREADS:-}|$*" >> "$STUB_LOG"
+# two jobs log at once, and a chained job's line can pass 4 KB (more than one write): lock the append
+line="${CUDA_VISIBLE_DEVICES:-}|${OMP_NUM_THREADS:-}|$*"
+if command -v flock > /dev/null; then { flock 9; printf '%s\n' "$line" >> "$STUB_LOG"; } 9>> "$STUB_LOG.lock"
+else printf '%s\n' "$line" >> "$STUB_LOG"; fi
 script=$1; shift
 out=""; eval_out=""; prev=""
 for a in "$@"; do [[ $prev == --out_dir ]] && out=$a; [[ $prev == --out ]] && eval_out=$a; prev=$a; done
