@@ -331,8 +331,9 @@ grid_posenc() {
         task+=" --task_mix 1.0 --task_list passkey --task_loss answer"; pks=43
         swan="--swan true --window 256 --global_every 4"; chunk="--chunk_layers 1,3,5,7,9 --window 256"; ablate=""  # every layer local, as tiny
     fi
+    local IFS_=$IFS; IFS="|"; set -f; local abl=($ablate); IFS=$IFS_; set +f  # the chunk ablations, run as the full model
     for v in "rope:--pos rope" "nope:--pos nope" "alibi:--pos alibi" "hope:--pos hope" "expe:--pos expe" \
-             "sinusoidal:--pos sinusoidal" "swan:$swan" "chunk:$chunk"; do
+             "sinusoidal:--pos sinusoidal" "swan:$swan" "chunk:$chunk" "${abl[@]}"; do
         label=${v%%:*}; flags=${v#*:}; ev=""
         [[ $label == swan ]] && ev=" --logn"
         for seed in $seeds; do
@@ -343,18 +344,6 @@ grid_posenc() {
             run=$d/${size}_${label}_passkey_ctx${block}_s${seed}
             emit "$PY train.py --size $size $flags --block_size $block $task --seed $seed $TRAIN_FLAGS --out_dir $run" \
                  "&& $PY evaluate.py $run --tasks passkey --lengths $lengths --samples $pks --score exact --no_probes$ev --quiet"
-        done
-    done
-    local IFS_=$IFS; IFS="|"; set -f; local abl=($ablate); IFS=$IFS_; set +f
-    for v in "${abl[@]}"; do  # the chunk ablations: a text run (loss by length) and a passkey run, as the full model
-        label=${v%%:*}; flags=${v#*:}
-        for seed in $seeds; do
-            run=$d/${size}_${label}_ctx${block}_s${seed}
-            emit "$PY train.py --size $size $flags --block_size $block $base --seed $seed $TRAIN_FLAGS --out_dir $run" \
-                 "&& $PY evaluate.py $run --tasks $tasks --lengths $lengths$quick --quiet"
-            run=$d/${size}_${label}_passkey_ctx${block}_s${seed}
-            emit "$PY train.py --size $size $flags --block_size $block $task --seed $seed $TRAIN_FLAGS --out_dir $run" \
-                 "&& $PY evaluate.py $run --tasks passkey --lengths $lengths --samples 8 --score exact --no_probes --quiet"
         done
     done
 }
