@@ -1442,6 +1442,18 @@ def longctx_report(runs):
             "gain": gain, "flagged_recipes": [g["recipe"] for g in gain if g["flagged"]], "retrieval": ret}
 
 
+def effects_table(o, digits):
+    """The main effects of an outcome report (outcome_report) as a markdown table, `digits` decimals."""
+    return table(["feature", "effect [95% CI]", "sd over seeds", "abs(effect) / init sd"],
+                 [[e["feature"], ci(e["effect"], e["lo"], e["hi"], f"+.{digits}f"), f(e["seed_sd"], f".{digits}f"),
+                   f(e["effect_over_init_sd"], ".1f")] for e in o["effects"]]) + [""]
+
+
+def f_tests(o):
+    """The nested F tests of an outcome report in one line."""
+    return "; ".join(f"{t['test']}: F={f(t['F'], '.2f')} ({t['df1']}, {t['df2']}), p={f(t['p'], '.3g')}" for t in o["tests"])
+
+
 def longctx_md(lc):
     if not (lc and lc["outcomes"]):
         return no_data("longctx")
@@ -1480,17 +1492,13 @@ def longctx_md(lc):
               f"{o['n']} runs, {o['n_cells']} cells, seeds {o['seeds']}. Init swing: sd {f(sv['init_sd'], '.4f')} "
               f"({sv['dof']} dof); the largest range over seeds in a cell is {f(sv['swing_share_max'], '.0%')} of the "
               f"range of the cell means ({f(sv['cell_mean_range'], '.4f')}), median {f(sv['swing_share_median'], '.0%')}.", ""]
-        L += table(["feature", "effect [95% CI]", "sd over seeds", "abs(effect) / init sd"],
-                   [[e["feature"], ci(e["effect"], e["lo"], e["hi"], "+.4f"), f(e["seed_sd"], ".4f"),
-                     f(e["effect_over_init_sd"], ".1f")] for e in o["effects"]]) + [""]
+        L += effects_table(o, 4)
         L += table(["model", "params", "R^2", "LOO R^2 (runs)", "LOO R^2 (cells)", "coefficients [95% CI]"],
                    [[m["model"], str(m["k"]), f(m["r2"], ".3f"), f(m["loo_r2"], ".3f"), f(m["loco_r2"], ".3f"),
                      "; ".join(f"{c['name']} {ci(c['est'], c['lo'], c['hi'], '+.4f')}" for c in m["coefs"]
                                if c["name"] != "intercept" and (m["model"] != "pairwise" or ":" in c["name"]))
                      or "the cell means"] for m in o["models"]]) + [""]
-        L += ["Nested F tests: " + "; ".join(f"{t['test']}: F={f(t['F'], '.2f')} ({t['df1']}, {t['df2']}), "
-                                              f"p={f(t['p'], '.3g')}" for t in o["tests"]) +
-              f". Best predictor by LOO R^2 over runs: **{o['best_by_loo']}**.", ""]
+        L += ["Nested F tests: " + f_tests(o) + f". Best predictor by LOO R^2 over runs: **{o['best_by_loo']}**.", ""]
         rem = o["remove_one"]
         L += ["Remove one feature from the four-feature cell (increment = all four - the other three; equal "
               "increments = the count hypothesis):", ""]
@@ -1582,13 +1590,9 @@ def retrieval_md(lc):
               f"{'span' if sub['spans_3sd'] else 'do not span'} more than 3 init sds: range "
               f"{f(sub['cell_mean_range'], '.3f')}, init sd {f(sub['init_sd'], '.3f')}). Main effects on the target "
               f"exact match (additive model):", ""]
-        L += table(["feature", "effect [95% CI]", "sd over seeds", "abs(effect) / init sd"],
-                   [[e["feature"], ci(e["effect"], e["lo"], e["hi"], "+.3f"), f(e["seed_sd"], ".3f"),
-                     f(e["effect_over_init_sd"], ".1f")] for e in o["effects"]]) + [""]
+        L += effects_table(o, 3)
         L += ["Models: " + "; ".join(f"{m['model']} R^2 {f(m['r2'], '.2f')} (LOO {f(m['loo_r2'], '.2f')})"
-                                     for m in o["models"]) + ". Nested F tests: " +
-              "; ".join(f"{t['test']}: F={f(t['F'], '.2f')} ({t['df1']}, {t['df2']}), p={f(t['p'], '.3g')}"
-                        for t in o["tests"]) + ".", ""]
+                                     for m in o["models"]) + ". Nested F tests: " + f_tests(o) + ".", ""]
     return L
 
 
