@@ -1657,6 +1657,13 @@ ENCODING_ORDER = {e: i for i, e in enumerate(("rope", "nope", "alibi", "hope", "
                                                "swan", "chunk", "chunk-linear", "chunk-fused", "chunk-dense"))}
 
 
+# Comparisons beside the reference (RoPE) that the write-ups read, each cell against one other encoding:
+# ExPE against the sinusoidal encoding its paper compares with (arXiv 2509.19569), sinusoidal against
+# NoPE (absolute positions against none), chunk attention against SWAN (the other design that keeps
+# retrieval past the training length). In lengen_report and posenc_report as cells[].vs_baseline.
+BASELINES = {"expe": "sinusoidal", "sinusoidal": "nope", "chunk": "swan"}
+
+
 def score_verdict(p, reference, margin, lower_is_better=False):
     """The verdict of a paired comparison p (paired_acc) of scores with the reference encoding, by the
     one rule for "better" (distinguishable: paired t test at BETTER_LEVEL over >= MIN_SEEDS seeds)
@@ -1774,7 +1781,6 @@ def lengen_report(runs, gate=0.9, margin=0.05, reference="rope"):
     for key, c in out.items():
         task, enc, variant = key
         ref = out.get((task, reference, variant))
-        N = c["train_len"][1] if c["train_len"] else None
         if not c["learned"]:
             c["verdict"] = "excluded: not learned in distribution"
         elif enc == reference:
@@ -1784,12 +1790,13 @@ def lengen_report(runs, gate=0.9, margin=0.05, reference="rope"):
         elif not ref["learned"]:
             c["verdict"] = f"no comparison: {reference} not learned in distribution"
         else:
-            cmp = {"score": paired_acc(c["score"]["per_seed"], ref["score"]["per_seed"]), "by_length": {}}
-            for b, v in c["by_length"].items():
-                if N is not None and v["lo"] is not None and v["lo"] > N and b in ref["by_length"]:
-                    cmp["by_length"][b] = paired_acc(v["per_seed"], ref["by_length"][b]["per_seed"])
-            c["vs_reference"] = cmp
-            c["verdict"] = score_verdict(cmp["score"], reference, margin)
+            c["vs_reference"] = lengen_paired(c, ref)
+            c["verdict"] = score_verdict(c["vs_reference"]["score"], reference, margin)
+        base = out.get((task, BASELINES.get(enc), variant))
+        c["vs_baseline"] = None
+        if base and c["learned"] and base["learned"]:
+            cmp = lengen_paired(c, base)
+            c["vs_baseline"] = dict(cmp, baseline=base["encoding"], verdict=score_verdict(cmp["score"], base["encoding"], margin))
     order = ENCODING_ORDER
     ordered = sorted(out.values(), key=lambda c: (c["task"], c["variant"], order.get(c["encoding"], len(order)),
                                                  c["encoding"]))
@@ -1800,6 +1807,15 @@ def lengen_report(runs, gate=0.9, margin=0.05, reference="rope"):
                              "in-distribution exact match is >= threshold"},
             "reference": reference, "margin": margin, "cells": ordered, "excluded": excluded,
             "threshold": lengen_threshold(algo, gate)}
+
+
+def lengen_paired(c, ref):
+    """A lengen cell against another of the same task and variant, paired over seeds: the score and
+    each input-length bin past the training length."""
+    N = c["train_len"][1] if c["train_len"] else None
+    return {"score": paired_acc(c["score"]["per_seed"], ref["score"]["per_seed"]),
+            "by_length": {b: paired_acc(v["per_seed"], ref["by_length"][b]["per_seed"]) for b, v in c["by_length"].items()
+                          if N is not None and v["lo"] is not None and v["lo"] > N and b in ref["by_length"]}}
 
 
 def hope_pairs(runs):
@@ -1928,6 +1944,11 @@ def lengen_md(lg):
     L += [f"Excluded by the gate ({len(ex)} cells): " + (", ".join(
         f"{x['task']}/{x['encoding']}{' [' + x['variant'] + ']' if x['variant'] else ''} "
         f"({f(x['in_dist_mean'], '.3f')})" for x in ex) if ex else "none") + ".", ""]
+    base = [c for c in lg["cells"] if c.get("vs_baseline")]
+    if base:
+        L += ["Beside the reference (`vs_baseline`, the score paired over seeds):", ""]
+        L += [f"- {c['task']}: {c['encoding']} vs {c['vs_baseline']['baseline']}: {paired_cell(c['vs_baseline']['score'])}, "
+              f"{c['vs_baseline']['verdict']}" for c in base] + [""]
     return L + threshold_md(lg.get("threshold"))
 
 
@@ -2062,6 +2083,9 @@ def posenc_report(runs, gate=0.9, margin=0.05, reference="rope"):
             cmp["score"] = paired_acc(c["score"]["per_seed"], ref["score"]["per_seed"])
             c["verdict"] = score_verdict(cmp["score"], reference, margin)
         c["vs_reference"] = cmp
+    for (training, enc, block), c in out.items():
+        base = out.get((training, BASELINES.get(enc), block))
+        c["vs_baseline"] = posenc_baseline(c, base, margin) if base else None
     order = ENCODING_ORDER
     ordered = sorted(out.values(), key=lambda c: (c["training"], c["train_len"] or 0,
                                                  order.get(c["encoding"], len(order)), c["encoding"]))
@@ -2070,6 +2094,31 @@ def posenc_report(runs, gate=0.9, margin=0.05, reference="rope"):
             "excluded": [{"training": c["training"], "encoding": c["encoding"], "n": c["n"]}
                          for c in ordered if c["learned"] is False],
             "chunk_ablation": chunk_ablation(out, margin)}
+
+
+def mean_loss(cell, lengths):
+    """{seed: the cell's mean loss over the given evaluation lengths} (None for a seed missing one)."""
+    by = {s: [cell["loss_by_length"][L]["per_seed"].get(s) for L in lengths] for s in cell["seeds"]}
+    return {s: float(np.mean(v)) if v and None not in v else None for s, v in by.items()}
+
+
+def posenc_baseline(c, base, margin):
+    """posenc cells[].vs_baseline: a cell against its BASELINES encoding of the same training and length,
+    paired over seeds: the loss at every length (training length included), the mean loss past
+    training (loss_past, with the verdict on it, lower is better), and, when both learned retrieval,
+    the score; None when there is neither."""
+    lens = [L for L in c["loss_by_length"] if c["loss_by_length"][L]["mean"] is not None
+            and (base["loss_by_length"].get(L) or {}).get("mean") is not None]  # text-trained cells only
+    past = [L for L in lens if c["train_len"] and parse_int(L) > c["train_len"]]
+    loss_past = paired_acc(mean_loss(c, past), mean_loss(base, past)) if past else None
+    score = paired_acc(c["score"]["per_seed"], base["score"]["per_seed"]) if c["learned"] and base["learned"] else None
+    if not lens and score is None:
+        return None
+    return {"baseline": base["encoding"],
+            "loss": {L: paired_acc(c["loss_by_length"][L]["per_seed"], base["loss_by_length"][L]["per_seed"]) for L in lens},
+            "loss_past": loss_past,
+            "loss_verdict": score_verdict(loss_past, base["encoding"], margin, lower_is_better=True) if past else None,
+            "score": score, "score_verdict": score_verdict(score, base["encoding"], margin) if score else None}
 
 
 def chunk_ablation(cells, margin=0.05, full="chunk"):
@@ -2091,10 +2140,7 @@ def chunk_ablation(cells, margin=0.05, full="chunk"):
             past = [L for L in c["loss_by_length"] if parse_int(L) > (c["train_len"] or 0) and L in ref["loss_by_length"]]
             cmp["loss"] = {L: paired_acc(c["loss_by_length"][L]["per_seed"], ref["loss_by_length"][L]["per_seed"])
                            for L in past}
-            def mean_past(cell):  # {seed: mean loss over the lengths past training}
-                by = {s: [cell["loss_by_length"][L]["per_seed"].get(s) for L in past] for s in cell["seeds"]}
-                return {s: float(np.mean(v)) if v and None not in v else None for s, v in by.items()}
-            cmp["loss_past"] = paired_acc(mean_past(c), mean_past(ref))  # negative: lower loss without the principle
+            cmp["loss_past"] = paired_acc(mean_loss(c, past), mean_loss(ref, past))  # negative: lower without it
             verdict = (score_verdict(cmp["loss_past"], full, margin, lower_is_better=True) if past
                        else "no lengths past training")
         elif ref["learned"] is not True:
@@ -2158,6 +2204,15 @@ def posenc_md(pe):
                                c["verdict"]])
             L += table(["encoding", "seeds"] + [f"@{x}" for x in tl] + ["learned", "score", f"Δ {ref}", "verdict"],
                        rows) + [""]
+    base = [c for c in pe["cells"] if c.get("vs_baseline")]
+    if base:
+        L += ["Beside the reference (`vs_baseline`, paired over seeds; loss: mean past training, lower is better):", ""]
+        for c in base:
+            b = c["vs_baseline"]
+            L += [f"- {c['training']}: {c['encoding']} vs {b['baseline']}: " + "; ".join(
+                x for x in (f"loss {paired_cell(b['loss_past'])}, {b['loss_verdict']}" if b["loss_verdict"] else "",
+                            f"score {paired_cell(b['score'])}, {b['score_verdict']}" if b["score_verdict"] else "") if x)]
+        L += [""]
     if pe["excluded"]:
         L += ["Retrieval cells excluded by the gate: " + ", ".join(f"{x['training']}/{x['encoding']}"
                                                                 for x in pe["excluded"]) + ".", ""]

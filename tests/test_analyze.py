@@ -910,6 +910,35 @@ def test_posenc_chunk_ablation_text_runs_compare_loss_past_training(tmp_path):
     assert "@256 4.300 (4.100)" in (tmp_path / "analysis.md").read_text()
 
 
+def test_vs_baseline_pairs_a_cell_with_its_named_baseline(tmp_path):
+    """cells[].vs_baseline (analyze.BASELINES): lengen pairs the sinusoidal cell's score with NoPE's;
+    posenc pairs chunk attention's loss with SWAN's at every length, the verdict on the mean past
+    training (lower is better); a cell without a baseline encoding has none."""
+    lg_dir, pe_dir = tmp_path / "lengen", tmp_path / "posenc"
+    for seed in range(3):
+        write_algo(lg_dir, "copy", "rope", seed, 0.99, 0.0)
+        write_algo(lg_dir, "copy", "nope", seed, 0.99, [0.5, 0.6, 0.7][seed])
+        write_algo(lg_dir, "copy", "sinusoidal", seed, 0.99, [0.3, 0.4, 0.45][seed])
+        for name, model, gap in (("chunk", {"chunk_layers": "1"}, -0.1), ("swan", {"swan": True}, 0.0),
+                                 ("rope", {"pos": "rope"}, 0.3)):
+            loss = {str(L): 3.7 + (gap + 0.01 * seed * (name == "chunk")) * (L > 128) for L in (128, 256, 512)}
+            write_run(pe_dir, f"{name}_s{seed}", {"bits": 16, "seed": seed, "size": "0.1M", "block_size": 128,
+                                                 "model": model}, {"val_loss": 3.7},
+                      model_config={"pos": "rope", "block_size": 128, **model},
+                      eval_={"score": None, "ppl": {"by_length": loss}, "tasks": {}})
+    assert analyze.main([str(lg_dir), "--no_plots"]) == 0 and analyze.main([str(pe_dir), "--no_plots"]) == 0
+    lg = {c["encoding"]: c for c in json.loads((lg_dir / "analysis.json").read_text())["lengen"]["cells"]}
+    b = lg["sinusoidal"]["vs_baseline"]
+    assert b["baseline"] == "nope" and b["score"]["mean_diff"] == pytest.approx(-0.65 / 3) and b["verdict"] == "worse than nope"
+    assert lg["nope"]["vs_baseline"] is None and lg["rope"]["vs_baseline"] is None
+    pe = {c["encoding"]: c for c in json.loads((pe_dir / "analysis.json").read_text())["posenc"]["cells"]}
+    b = pe["chunk"]["vs_baseline"]
+    assert b["baseline"] == "swan" and set(b["loss"]) == {"128", "256", "512"} and b["score"] is None
+    assert b["loss_past"]["mean_diff"] == pytest.approx(-0.09) and b["loss_verdict"] == "better than swan"
+    assert b["loss"]["128"]["mean_diff"] == pytest.approx(0.0) and pe["swan"]["vs_baseline"] is None
+    assert "chunk vs swan: loss -0.090" in (pe_dir / "analysis.md").read_text()
+
+
 def test_posenc_cells_carry_hope_pairs_and_attention_by_distance(tmp_path):
     """A HoPE cell names the rotary pairs HoPE removed (run record "hope"); every cell with probes has
     the attention weight by distance per layer, averaged over seeds."""
