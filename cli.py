@@ -413,8 +413,10 @@ def versions():
     import numpy
     import tiktoken
     import torch
+    # torch_threads: CPU results are bit-identical across thread counts only where the kernels split
+    # no reduction by thread (measured for the main command at 1 and 2: docs/runs.md), so record it
     return dict(python=platform.python_version(), torch=torch.__version__, numpy=numpy.__version__,
-                tiktoken=tiktoken.__version__)
+                tiktoken=tiktoken.__version__, torch_threads=torch.get_num_threads())
 
 
 # -----------------------------------------------------------------------------

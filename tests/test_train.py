@@ -363,6 +363,7 @@ def test_record_schema(tiny_run):
                 "params", "metrics", "wall_time_s", "tokens_per_s", "steps", "tokens", "status"):
         assert key in rec, key
     assert rec["corpus"]["hash"] and rec["versions"]["torch"] == torch.__version__
+    assert rec["versions"]["torch_threads"] == torch.get_num_threads()
     assert rec["params"]["non_embedding"] < rec["params"]["total"]
     m = rec["metrics"]
     assert m["val_loss"] < m["unigram_loss"] and m["val_bpb"] > 0
