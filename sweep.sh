@@ -658,13 +658,16 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( NCPU / JOBS > 0 ? NCPU / JOBS : 1 
 if [[ $SCALE == paper && -z $DATA && $mode != count && $mode != cost && $study != lengen ]]; then
     note "warning: SCALE=paper trains on billions of tokens; set DATA to a large corpus (the bundled one has ~2M)"
 fi
+if [[ $SCALE == paper && $study == longctx && -z $EVAL_DATA && $mode == dry ]]; then  # a list for a scheduler
+    note "warning: EVAL_DATA is not set, so these lines have no --eval_data: set it before handing them on"
+fi
 if [[ $SCALE == paper && $study == longctx && ( $mode == run || $mode == task ) ]]; then  # before anything trains
     [[ -n $EVAL_DATA && -f $EVAL_DATA/manifest.json ]] || die "SCALE=paper longctx needs EVAL_DATA, a prepared" \
         "long-document set (python data.py prepare BOOKS EVAL --val_frac 0.5): loss, gap and LongPPL are measured" \
         "inside single documents of 16K-32K tokens, which a web corpus rarely holds"
     $PY data.py windows "$EVAL_DATA" --lengths 16384,32768 --min_windows $PAPER_MIN_WINDOWS > /dev/null || exit 2
 fi
-if [[ $SCALE == paper && -n $DATA && $mode != count && $study != lengen && ! -f $DATA/manifest.json ]] \
+if [[ $SCALE == paper && ( $mode == run || $mode == task ) && -n $DATA && $study != lengen && ! -f $DATA/manifest.json ]] \
    && ! compgen -G "$DATA/*.bin" > /dev/null; then  # a prepared folder, or a folder of token shards
     die "SCALE=paper needs DATA to be a prepared folder, not the raw corpus '$DATA' (every job would wait" \
         "on the first one tokenising it): python data.py prepare $DATA PREPARED --procs N, then DATA=PREPARED"

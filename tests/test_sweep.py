@@ -581,3 +581,19 @@ def test_paper_longctx_refuses_short_eval_documents_before_training(env, tmp_pat
     lines = sweep(real, "--dry-run", "longctx", EVAL_DATA=prep).stdout.splitlines()
     evals = [s for line in lines for s in line.split(" && ") if " evaluate.py " in s]
     assert evals and all(f"--eval_data {prep} --min_windows 8" in s for s in evals)
+
+
+def test_paper_listing_and_pricing_need_no_prepared_data(env, tmp_path):
+    """--dry-run and --count only list (and --cost prices): a raw corpus as DATA (or none) is refused
+    for running only, and a paper longctx list without EVAL_DATA says its lines lack --eval_data."""
+    raw = tmp_path / "corpus.txt"
+    raw.write_text("a raw corpus, not prepared\n")
+    paper = {**env, "SCALE": "paper", "DATA": str(raw)}
+    for mode in (["--dry-run"], ["--count"]):
+        p = sweep(paper, *mode, "qat")
+        assert p.returncode == 0 and p.stdout.strip(), p.stderr
+    p = sweep(paper, "qat")
+    assert p.returncode == 2 and "needs DATA to be a prepared folder" in p.stderr.strip().splitlines()[-1]
+    p = sweep({**env, "SCALE": "paper"}, "--dry-run", "longctx")
+    assert p.returncode == 0 and "EVAL_DATA is not set" in p.stderr
+    assert all("--eval_data" not in line for line in p.stdout.splitlines())
