@@ -221,6 +221,17 @@ grid_qat_probes() {
 # Tiny pretraining mixes in compact passkey rows so that retrieval (exact match) has range; paper
 # evaluations come in second-pass lines (the seed's fixed LongPPL evaluator is trained by a first-pass line).
 # Lines are seed-major (the longer first-seed lines start first); every step resumes on its own.
+swa_layers() {  # SIZE K -> the SWA layout flag: one global layer in K, the last layer global (as Olmo 3's
+    # 3:1 layout ends at 32 layers); --global_every alone would end 14 layers (100M) on two windowed ones
+    local n
+    n=$(sed -n "s/^ *\"$1\": (\([0-9]*\),.*/\1/p" "$HERE/model.py")  # SIZES: (n_layer, n_embd, n_head)
+    [[ -n $n ]] || die "size $1 is not in model.py's SIZES"
+    if (( n % $2 == 0 )); then echo "--global_every $2"; return; fi
+    local i pat=""
+    for (( i = 0; i < n; i++ )); do pat+="${pat:+,}$( (( (n - 1 - i) % $2 == 0 )) && echo g || echo w)"; done
+    echo "--layer_pattern $pat"
+}
+
 grid_longctx() {
     local d=$OUT/longctx size qks kvs ctxs window global target seeds tps steps frac fracs early mix
     local evalf extf tgt_lengths base mlp=""
@@ -250,7 +261,8 @@ grid_longctx() {
         # outcomes inside single documents: a long-document set apart from the web corpus, enough windows
         evalf+="${EVAL_DATA:+ --eval_data $EVAL_DATA} --min_windows $PAPER_MIN_WINDOWS"
     fi
-    local seed qk kv w ctx run ext swa f line evs="" second=() evalo
+    local seed qk kv w ctx run ext swa f line evs="" second=() evalo layout
+    layout=$(swa_layers "$size" "$global") || exit 2
     evalf+=" --target ${tgt_lengths%%,*}"  # the outcomes: at the target length(s) only, before and after
     evalo=${evalf/,passkey_short/}  # tiny: retrieval on the root and the main recipe only (its outcome; for time)
     # paper: a fixed LongPPL evaluator per seed (arXiv 2410.23771 picks key tokens with one evaluator
@@ -263,7 +275,7 @@ grid_longctx() {
     }
     for seed in $seeds; do for qk in $qks; do for kv in $kvs; do for w in 0 $window; do for ctx in $ctxs; do
         run=$d/${size}_qk${qk}_kv${kv}_w${w}_ctx${ctx}_s${seed}; ext=$run-ntk$target-f$frac
-        swa=""; [[ $w != 0 ]] && swa=" --window $w --global_every $global"
+        swa=""; [[ $w != 0 ]] && swa=" --window $w $layout"
         # RoPE scaled on the global layers only, as Olmo 3 (= every layer without SWA); the extension's
         # own LR schedule (extend.py --lr_frac, its default: a fraction of the pretraining peak, decaying)
         extf="--factor $(( target / ctx )) --short_frac $mix --layers global --quiet"

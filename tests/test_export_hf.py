@@ -264,10 +264,14 @@ def test_every_paper_longctx_cell_shape_exports(enc512, tmp_path):
     for line in train_lines:
         cfg = train.parse_args(shlex.split(line.split(" && ")[0])[2:])
         m = cfg.model
-        shapes.add((m["qk_norm"], 4 * m["n_kv_head"] // 12, bool(m.get("window")), m.get("global_every", 0), m["mlp"]))
+        pattern = m.get("layer_pattern", "")
+        if m.get("window"):  # one global layer in 4, the last one global (as Olmo 3's layout ends)
+            spans = pattern.split(",")
+            assert len(spans) == 14 and spans[-1] == "g" and spans.count("g") == 4, pattern
+        shapes.add((m["qk_norm"], 4 * m["n_kv_head"] // 12, bool(m.get("window")), m["mlp"]))
     assert len(shapes) == 8
-    for i, (qk, kv, swa, every, mlp) in enumerate(sorted(shapes)):
-        base = dict(qk_norm=qk, n_kv_head=kv, mlp=mlp, n_layer=4, **(dict(window=8, global_every=every) if swa else {}))
+    for i, (qk, kv, swa, mlp) in enumerate(sorted(shapes)):  # the layout at 4 layers: w,w,w,g
+        base = dict(qk_norm=qk, n_kv_head=kv, mlp=mlp, n_layer=4, **(dict(window=8, layer_pattern="w,w,w,g") if swa else {}))
         for j, ext in enumerate([dict(block_size=64), dict(rope_scaling="ntk", **SCALED)]):
             model = randomised(GPT(small(**base, **ext)), seed=2 * i + j).eval()
             out = str(tmp_path / f"cell{i}_{j}")

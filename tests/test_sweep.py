@@ -158,9 +158,9 @@ def test_qat_paper_grid(env, tmp_path):
     assert lengen and all(train.parse_args(train_steps(l)).compile for l in lengen)
 
 
-@pytest.mark.parametrize("mode", [["-n"], ["--task", "1"], []])
+@pytest.mark.parametrize("mode", [["--task", "1"], []])
 def test_paper_sweeps_refuse_a_raw_corpus(env, tmp_path, mode):
-    """SCALE=paper with DATA a raw corpus: one line, status 2, nothing run (its first job would
+    """SCALE=paper running with DATA a raw corpus: one line, status 2, nothing run (its first job would
     tokenise billions of tokens while every other GPU waited on the lock); a folder of token shards
     is taken, and tiny sweeps still prepare a raw corpus themselves."""
     raw = tmp_path / "corpus.jsonl"
