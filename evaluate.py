@@ -262,10 +262,13 @@ def eval_ppl(model, docs, lengths, ec, evaluator=None, device="cpu", bar=None):
     unless --evaluator) picks the key tokens from its own short- and full-context losses on the same
     windows (the short context of a target is the last --longppl_short (+ up to step - 1) tokens of
     its own full context); LongPPL is then this model's full-context loss on them."""
-    out = dict(by_length={}, by_position={}, tokens={}, stride=ec.stride or "L", buckets=ec.buckets)
+    out = dict(by_length={}, by_position={}, tokens={}, windows={}, documents={}, stride=ec.stride or "L",
+               buckets=ec.buckets)
     runs = {}
     for L in lengths:
         stride = min(ec.stride, L) if ec.stride else L
+        wins = plan_windows(docs, L, stride, ec.ppl_tokens)  # what each outcome at L rests on, recorded
+        out["windows"][str(L)], out["documents"][str(L)] = len(wins), len({d for d, _, _ in wins})
         edges = bucket_edges(L, ec.buckets)
         losses, ps, pc = doc_losses(model, docs, L, stride, ec.ppl_tokens, edges, ec.batch_tokens, device)
         tick(bar)

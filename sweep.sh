@@ -258,8 +258,9 @@ grid_longctx() {
         # exact match is the retrieval outcome (rank secondary, in eval.json): 5 depths x 3 samples = 15 per
         # (task, length), 150 per length over the 10 tasks (>= 129 for a CI half-width <= 0.05 over 3 seeds)
         evalf+=" --depths 5 --samples 3 --score exact --longppl_short 1024 --quiet"; tgt_lengths="16384,$target"
-        # outcomes inside single documents: a long-document set apart from the web corpus, enough windows
-        evalf+="${EVAL_DATA:+ --eval_data $EVAL_DATA} --min_windows $PAPER_MIN_WINDOWS"
+        # outcomes inside single documents: a long-document set apart from the web corpus, enough windows;
+        # --ppl_tokens scores them all (the default 32768 would score one window at the target, two at 16K)
+        evalf+="${EVAL_DATA:+ --eval_data $EVAL_DATA} --min_windows $PAPER_MIN_WINDOWS --ppl_tokens $(( PAPER_MIN_WINDOWS * target ))"
     fi
     local seed qk kv w ctx run ext swa f line evs="" second=() evalo layout
     layout=$(swa_layers "$size" "$global") || exit 2

@@ -268,6 +268,9 @@ def test_ppl_by_position_matches_by_length_and_sliding_windows_cover_each_token_
         assert n == out["tokens"][L]
         assert sum(x["loss"] * x["n"] for x in b) / n == pytest.approx(out["by_length"][L], rel=1e-6)
     assert out["tokens"]["16"] == 16 * (6 + 2) and out["tokens"]["32"] == 32 * (3 + 1)
+    assert out["windows"] == {"16": 8, "32": 4} and out["documents"] == {"16": 2, "32": 2}  # what each rests on
+    capped = E.eval_ppl(model, docs, [16], E.EvalConfig(ppl_tokens=32, longppl_short=8, no_longppl=True))
+    assert capped["windows"] == {"16": 2} and capped["documents"] == {"16": 1} and capped["tokens"]["16"] == 32
     assert set(out["longppl"]["by_length"]) == {"16", "32"}
     # an external evaluator that is the same model picks the same key tokens
     loose = E.EvalConfig(ppl_tokens=10 ** 6, longppl_short=8, alpha=0.0, beta=10.0)  # every loss drop counts
