@@ -91,6 +91,7 @@ TRAIN_FLAGS="--quiet${DATA:+ --data $DATA}$COMPILE_FLAG${EXTRA:+ $EXTRA}"  # on 
 # deployed model; extensions inherit it): 2^23, 8192 sequences of 1024. Tiny runs score the bundled
 # val split whole (train.py's default, the same 2^23, holds it).
 PAPER_FINAL_EVAL="--final_eval_tokens 8388608"
+EVAL_SEED=100  # paper longctx: the LongPPL evaluator's seed, none of the factorial's
 PAPER_MIN_WINDOWS=8  # paper longctx: full-context windows needed at every target length (EVAL_DATA, checked first)
 EVAL_DATA=${EVAL_DATA:-}
 
@@ -266,14 +267,24 @@ grid_longctx() {
     layout=$(swa_layers "$size" "$global") || exit 2
     evalf+=" --target ${tgt_lengths%%,*}"  # the outcomes: at the target length(s) only, before and after
     evalo=${evalf/,passkey_short/}  # tiny: retrieval on the root and the main recipe only (its outcome; for time)
-    # paper: a fixed LongPPL evaluator per seed (arXiv 2410.23771 picks key tokens with one evaluator
-    # model): the no-feature cell's main-recipe extension (a model of the target length) scores key
-    # tokens for every run of its seed; so paper evaluate steps are second-pass lines, after every
-    # training line (evaluate.py refuses an evaluator without result.json: a clear error, rerun later)
+    # paper: one fixed LongPPL evaluator (arXiv 2410.23771 picks key tokens with one evaluator model)
+    # for every cell and seed, outside the factorial: the no-feature architecture pretrained at the long
+    # context with its own seed (EVAL_SEED, no cell's), extended by the main recipe to the target (a
+    # model of the target length). Not one of the compared models, so no cell scores on its own key
+    # tokens. Its line is the first; evaluate steps are second-pass lines after every training line
+    # (evaluate.py refuses an evaluator without result.json: a clear error, rerun later)
+    local evaluator=$d/${size}_qknone_kv${kvs%% *}_w0_ctx${ctxs##* }_s${EVAL_SEED}-ntk$target-f$frac
     ev_step() {  # RUN FLAGS...: an evaluate step of this cell, in its line (tiny) or its second-pass line (paper)
         if [[ $SCALE == tiny ]]; then line+=" && $PY evaluate.py $*"; return; fi
-        evs+="${evs:+ && }$PY evaluate.py $* --evaluator $d/${size}_qknone_kv${kvs%% *}_w0_ctx${ctxs##* }_s${seed}-ntk$target-f$frac"
+        evs+="${evs:+ && }$PY evaluate.py $* --evaluator $evaluator"
     }
+    if [[ $SCALE == paper ]]; then
+        ctx=${ctxs##* }; run=${evaluator%-ntk*}
+        line="$PY train.py --size $size --qk_norm none --n_kv_head ${kvs%% *} --block_size $ctx$mlp"
+        line+=" --batch_size $(( tps / ctx )) --iters $steps --seed $EVAL_SEED $base $TRAIN_FLAGS --out_dir $run"
+        line+=" && $PY extend.py $run --method ntk --token_frac $frac --factor $(( target / ctx )) --short_frac $mix"
+        emit "$line --layers global --quiet --out_dir $evaluator"
+    fi
     for seed in $seeds; do for qk in $qks; do for kv in $kvs; do for w in 0 $window; do for ctx in $ctxs; do
         run=$d/${size}_qk${qk}_kv${kv}_w${w}_ctx${ctx}_s${seed}; ext=$run-ntk$target-f$frac
         swa=""; [[ $w != 0 ]] && swa=" --window $w $layout"

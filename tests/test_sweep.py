@@ -48,7 +48,7 @@ COUNTS = {  # (study, scale) -> lines of the full grid
     # below 50M), minus 12 FP16 runs the size and INT4 probes share (5M/8M, wd 0.1/0.33, seeds 0-2)
     ("qat-probes", "paper"): 54 + 18 + 36 + 135 + 320 - 12,
     ("longctx", "tiny"): 2 * 2 * 2 * 2 * 3,         # qk_norm x GQA x SWA x context x 3 seeds
-    ("longctx", "paper"): 2 * 2 * 2 * 2 * 3 * 2,    # and a second-pass line per cell: its evaluations
+    ("longctx", "paper"): 1 + 2 * 2 * 2 * 2 * 3 * 2,  # the LongPPL evaluator, and a second-pass line per cell
     # (6 --pos + swan + chunk) x 3 seeds x (text, passkey) + 3 chunk ablations x 3 seeds (passkey)
     ("posenc", "tiny"): 8 * 3 * 2 + 3 * 3 * 2,
     ("posenc", "paper"): 8 * 3 * 2,                 # text and passkey runs
@@ -279,7 +279,8 @@ def test_retrieval_is_exact_match_on_samples_sized_for_the_ci(env, study):
     import analyze
     for scale in ("tiny", "paper") if study == "longctx" else ("paper",):  # tiny posenc: 24 samples (its README)
         lines = sweep(env, "-n", study, SCALE=scale).stdout.splitlines()
-        seeds = {flag(train_steps(l), "--seed") for l in lines if " train.py " in l}
+        cells = lines[1:] if (study, scale) == ("longctx", "paper") else lines  # not the LongPPL evaluator's seed
+        seeds = {flag(train_steps(l), "--seed") for l in cells if " train.py " in l}
         need = analyze.samples_for_ci(len(seeds))
         assert need == 129 and len(seeds) == 3
         scored = 0
@@ -305,23 +306,29 @@ def test_retrieval_is_exact_match_on_samples_sized_for_the_ci(env, study):
 
 
 def paper_longctx_joined(lines):
-    """The paper longctx grid: 48 training lines (train + extensions), then one second-pass line per
-    cell with its evaluations, each with the seed's fixed LongPPL evaluator (the no-feature cell's
-    main-recipe extension, trained by a first-pass line). Checks that, and returns the lines with
-    each evaluation put back after the step that makes its run (the tiny grid's layout)."""
-    first, second = lines[:len(lines) // 2], lines[len(lines) // 2:]
+    """The paper longctx grid: first the one fixed LongPPL evaluator's line (the no-feature
+    architecture at the long context with a seed no cell has, extended by the main recipe), then 48
+    training lines (train + extensions), then one second-pass line per cell with its evaluations, each
+    with that evaluator. Checks that, and returns the 48 cell lines with each evaluation put back after
+    the step that makes its run (the tiny grid's layout)."""
+    (ev_line,), first, second = lines[:1], lines[1:49], lines[49:]
+    assert len(second) == 48
     assert all(" train.py " in l for l in first) and not any(" train.py " in l or " extend.py " in l for l in second)
+    ev_train, ev_ext = [shlex.split(st) for st in ev_line.split(" && ")]
+    cell_seeds = {train.parse_args(shlex.split(l.split(" && ")[0])[2:]).seed for l in first}
+    assert train.parse_args(ev_train[2:]).seed not in cell_seeds and flag(ev_ext, "--out_dir").endswith("-ntk32768-f0.05")
+    evaluator = flag(ev_ext, "--out_dir")
     made = {}  # run folder -> the first-pass line that trains or extends it
     for i, l in enumerate(first):
         for st in l.split(" && "):
             made[flag(shlex.split(st), "--out_dir")] = i
+    assert evaluator not in made  # not one of the compared models: no cell scores on its own key tokens
     joined = [l.split(" && ") for l in first]
     for l in second:
         for st in l.split(" && "):
             ev = shlex.split(st)
-            run, evaluator = ev[2], flag(ev, "--evaluator")
-            seed = run.split("_s")[-1].split("-")[0]
-            assert evaluator.endswith(f"100M_qknone_kv12_w0_ctx2048_s{seed}-ntk32768-f0.05") and evaluator in made
+            run = ev[2]
+            assert flag(ev, "--evaluator") == evaluator  # one evaluator for every cell and seed
             steps = joined[made[run]]
             at = next(k for k, x in enumerate(steps) if flag(shlex.split(x), "--out_dir") == run)
             steps.insert(at + 1, st)
