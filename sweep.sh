@@ -92,6 +92,8 @@ TRAIN_FLAGS="--quiet${DATA:+ --data $DATA}$COMPILE_FLAG${EXTRA:+ $EXTRA}"  # on 
 # val split whole (train.py's default, the same 2^23, holds it).
 PAPER_FINAL_EVAL="--final_eval_tokens 8388608"
 EVAL_SEED=100  # paper longctx: the LongPPL evaluator's seed, none of the factorial's
+PAPER_TARGET=8192  # paper longctx: the extension target, and its outcome lengths (half of it and it)
+PAPER_LENGTHS=$(( PAPER_TARGET / 2 )),$PAPER_TARGET
 PAPER_MIN_WINDOWS=8  # paper longctx: full-context windows needed at every target length (EVAL_DATA, checked first)
 EVAL_DATA=${EVAL_DATA:-}
 
@@ -251,16 +253,17 @@ grid_longctx() {
         tgt_lengths=$target
     else
         # swiglu: every cell exports to transformers (HELMET / RULER); window = the short pretraining context
-        size=100M; qks="none head"; kvs="12 3"; ctxs="1024 2048"; window=1024; global=4; target=32768; seeds="0 1 2"
+        # target: the seed's extension ratios, 8x / 4x (it extends 4K / 8K to 32K); 1K / 2K to 8K here
+        size=100M; qks="none head"; kvs="12 3"; ctxs="1024 2048"; window=1024; global=4; target=$PAPER_TARGET; seeds="0 1 2"
         mlp=" --mlp swiglu"
         tps=131072; steps=15259; frac=0.05; fracs="0.25 1"; early=0.25; mix=0.25   # 2.0B tokens, 100M tokens of extension
         base="--grad_accum 4 --eval_interval 500 --ckpt_every 500 --ptq_bits '' $PAPER_FINAL_EVAL"
         evalf="--tasks ppl,passkey,niah_single,niah_multikey,niah_multivalue,niah_multiquery,vt,cwe,fwe,json_kv"
         # exact match is the retrieval outcome (rank secondary, in eval.json): 5 depths x 3 samples = 15 per
         # (task, length), 150 per length over the 10 tasks (>= 129 for a CI half-width <= 0.05 over 3 seeds)
-        evalf+=" --depths 5 --samples 3 --score exact --longppl_short 1024 --quiet"; tgt_lengths="16384,$target"
+        evalf+=" --depths 5 --samples 3 --score exact --longppl_short 1024 --quiet"; tgt_lengths="$PAPER_LENGTHS"
         # outcomes inside single documents: a long-document set apart from the web corpus, enough windows;
-        # --ppl_tokens scores them all (the default 32768 would score one window at the target, two at 16K)
+        # --ppl_tokens scores them all (the default, 32768 scored tokens, would stop after 4 windows at 8K)
         evalf+="${EVAL_DATA:+ --eval_data $EVAL_DATA} --min_windows $PAPER_MIN_WINDOWS --ppl_tokens $(( PAPER_MIN_WINDOWS * target ))"
     fi
     local seed qk kv w ctx run ext swa f line evs="" second=() evalo layout
@@ -688,8 +691,8 @@ fi
 if [[ $SCALE == paper && $study == longctx && ( $mode == run || $mode == task ) ]]; then  # before anything trains
     [[ -n $EVAL_DATA && -f $EVAL_DATA/manifest.json ]] || die "SCALE=paper longctx needs EVAL_DATA, a prepared" \
         "long-document set (python data.py prepare BOOKS EVAL --val_frac 0.5): loss, gap and LongPPL are measured" \
-        "inside single documents of 16K-32K tokens, which a web corpus rarely holds"
-    $PY data.py windows "$EVAL_DATA" --lengths 16384,32768 --min_windows $PAPER_MIN_WINDOWS > /dev/null || exit 2
+        "inside single documents of ${PAPER_LENGTHS/,/-} tokens, which a web corpus rarely holds enough of"
+    $PY data.py windows "$EVAL_DATA" --lengths "$PAPER_LENGTHS" --min_windows $PAPER_MIN_WINDOWS > /dev/null || exit 2
 fi
 if [[ $SCALE == paper && ( $mode == run || $mode == task ) && -n $DATA && $study != lengen && ! -f $DATA/manifest.json ]] \
    && ! compgen -G "$DATA/*.bin" > /dev/null; then  # a prepared folder, or a folder of token shards

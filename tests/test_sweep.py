@@ -316,7 +316,7 @@ def paper_longctx_joined(lines):
     assert all(" train.py " in l for l in first) and not any(" train.py " in l or " extend.py " in l for l in second)
     ev_train, ev_ext = [shlex.split(st) for st in ev_line.split(" && ")]
     cell_seeds = {train.parse_args(shlex.split(l.split(" && ")[0])[2:]).seed for l in first}
-    assert train.parse_args(ev_train[2:]).seed not in cell_seeds and flag(ev_ext, "--out_dir").endswith("-ntk32768-f0.05")
+    assert train.parse_args(ev_train[2:]).seed not in cell_seeds and flag(ev_ext, "--out_dir").endswith("-ntk8192-f0.05")
     evaluator = flag(ev_ext, "--out_dir")
     made = {}  # run folder -> the first-pass line that trains or extends it
     for i, l in enumerate(first):
@@ -578,7 +578,7 @@ def test_paper_longctx_refuses_short_eval_documents_before_training(env, tmp_pat
     prep = str(tmp_path / "short")
     data.prepare(write_corpus(str(tmp_path / "src"), n_docs=4, words=800), prep, val_frac=0.5, quiet=True)
     real = {**env, "PYTHON": sys.executable, "SCALE": "paper", "DATA": prep}
-    for extra, msg in (({}, "needs EVAL_DATA"), ({"EVAL_DATA": prep}, "evaluation windows of 16384 tokens (need 8")):
+    for extra, msg in (({}, "needs EVAL_DATA"), ({"EVAL_DATA": prep}, "evaluation windows of 4096 tokens (need 8")):
         for mode in ([], ["--task", "1"]):
             p = sweep(real, *mode, "longctx", timeout=120, **extra)
             err = p.stderr.strip().splitlines()
