@@ -1,4 +1,4 @@
-"""Tests for analyze.py: statistics against hand-worked numbers, and the CLI on synthetic runs."""
+"""Tests for analyze.py: the study helpers by hand, and the CLI on synthetic runs (the statistics: test_stats.py)."""
 import itertools
 import json
 import math
@@ -11,99 +11,12 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import analyze  # noqa: E402
-
-# t_{0.975, 2} = 0.95 * sqrt(2 / (4 * 0.975 * 0.025)) in closed form for 2 dof (as scipy.stats.t.ppf gives it)
-T975_DF2 = 4.302652729749464
+import stats  # noqa: E402
+from scipy import stats as scistats  # noqa: E402
 
 
 # -----------------------------------------------------------------------------
-# statistics by hand
-
-def test_paired_z_by_hand():
-    # d = [0.5, -0.5, 1.0], mean 1/3, deviations 1/6, -5/6, 2/3 -> var = (1 + 25 + 16)/36 / 2 = 7/12
-    # z = (1/3) / (sqrt(7/12) / sqrt(3)) = 2 / sqrt(7)
-    r = analyze.paired_z([1.0, 2.0, 3.0], [0.5, 2.5, 2.0])
-    assert r["z"] == pytest.approx(2 / math.sqrt(7))
-    assert r["mean_diff"] == pytest.approx(1 / 3)
-    assert (r["n"], r["wins_a"], r["wins_b"]) == (3, 1, 2)
-
-
-def test_paired_z_degenerate():
-    assert analyze.paired_z([1.0, 2.0], [0.5, 1.5])["z"] == math.inf  # sd 0, A worse on every seed
-    assert analyze.paired_z([1.0, 2.0], [1.5, 2.5])["z"] == -math.inf
-    assert math.isnan(analyze.paired_z([1.0, 2.0], [1.0, 2.0])["z"])  # no difference at all
-    r = analyze.paired_z([1.0], [2.0])
-    assert math.isnan(r["z"]) and r["n"] == 1 and r["wins_a"] == 1
-    assert math.isnan(analyze.paired_z([], [])["z"])
-    with pytest.raises(ValueError):
-        analyze.paired_z([1.0, 2.0], [1.0])
-
-
-def test_loglinear_fit_by_hand():
-    # ln x = 0, 1, 2, 3; y = 1, 2, 2, 4: xbar = 1.5, sxx = 2.25 + 0.25 + 0.25 + 2.25 = 5, ybar = 2.25
-    # sxy = 1.5*1.25 + 0.5*0.25 - 0.5*0.25 + 1.5*1.75 = 4.5 -> beta = 0.9, alpha = 2.25 - 0.9*1.5 = 0.9
-    # fitted 0.9, 1.8, 2.7, 3.6; residuals 0.1, 0.2, -0.7, 0.4; SSE = 0.70, s = sqrt(0.70 / 2)
-    # SST = 1.5625 + 0.0625 + 0.0625 + 3.0625 = 4.75, R^2 = 1 - 0.70/4.75
-    fit = analyze.loglinear_fit(np.exp([0.0, 1.0, 2.0, 3.0]), [1.0, 2.0, 2.0, 4.0])
-    assert fit["n"] == 4
-    for k, v in dict(alpha=0.9, beta=0.9, s=math.sqrt(0.35), xbar=1.5, sxx=5.0, r2=1 - 0.70 / 4.75).items():
-        assert fit[k] == pytest.approx(v), k
-
-
-def test_loglinear_fit_rejects_bad_input():
-    with pytest.raises(ValueError, match="n >= 3"):
-        analyze.loglinear_fit([1.0, 2.0], [0.1, 0.2])
-    with pytest.raises(ValueError):
-        analyze.loglinear_fit([1.0, 0.0, 2.0], [0.1, 0.2, 0.3])  # ln 0
-    with pytest.raises(ValueError):
-        analyze.loglinear_fit([5.0, 5.0, 5.0], [0.1, 0.2, 0.3])  # sxx = 0
-
-
-def test_predict_interval_by_hand():
-    fit = analyze.loglinear_fit(np.exp([0.0, 1.0, 2.0, 3.0]), [1.0, 2.0, 2.0, 4.0])
-    # at ln x0 = 4: yhat = 0.9 + 0.9*4 = 4.5; half = t * sqrt(0.35) * sqrt(1 + 1/4 + (4 - 1.5)^2 / 5)
-    #             = t * sqrt(0.35) * sqrt(2.5)
-    half = T975_DF2 * math.sqrt(0.35 * 2.5)
-    yhat, lo, hi = analyze.predict_interval(fit, [math.exp(4.0), math.exp(1.5)])
-    assert yhat[0] == pytest.approx(4.5) and lo[0] == pytest.approx(4.5 - half) and hi[0] == pytest.approx(4.5 + half)
-    # at the centre ln x0 = xbar: yhat = 0.9 + 1.35 = 2.25, half = t * sqrt(0.35) * sqrt(1.25)
-    assert hi[1] - yhat[1] == pytest.approx(T975_DF2 * math.sqrt(0.35 * 1.25))
-    # level 0.5 is narrower
-    _, lo50, hi50 = analyze.predict_interval(fit, [math.exp(4.0)], level=0.5)
-    assert hi50[0] - lo50[0] < hi[0] - lo[0]
-
-
-def test_r2_and_loo_r2_by_hand():
-    # x = 0, 1, 2; y = 0, 2, 1; ybar = 1, SST = 2
-    # in sample: slope = ((-1)(-1) + 0 + (1)(0)) / 2 = 0.5, intercept 0.5: residuals -0.5, 1, -0.5 -> SSE 1.5
-    assert analyze.r2_in_sample([0.0, 1.0, 2.0], [0.0, 2.0, 1.0]) == pytest.approx(1 - 1.5 / 2)
-    # leave out x=0: line through (1,2),(2,1) predicts 3 -> error -3
-    # leave out x=1: line through (0,0),(2,1) predicts 0.5 -> error 1.5
-    # leave out x=2: line through (0,0),(1,2) predicts 4 -> error -3
-    # R^2_LOO = 1 - (9 + 2.25 + 9) / 2
-    assert analyze.loo_r2([0.0, 1.0, 2.0], [0.0, 2.0, 1.0]) == pytest.approx(1 - 20.25 / 2)
-
-
-def test_loo_r2_explicit_refit_2d():
-    X = np.array([[0, 1], [1, 0], [1, 1], [2, 0], [0, 0], [2, 1]], dtype=float)
-    y = np.array([1.0, 2.5, 2.0, 4.2, 0.3, 3.1])
-    press = 0.0
-    for i in range(len(y)):  # refit OLS with intercept without row i, predict row i
-        keep = np.arange(len(y)) != i
-        A = np.column_stack([np.ones(keep.sum()), X[keep]])
-        coef = np.linalg.solve(A.T @ A, A.T @ y[keep])
-        press += (y[i] - np.r_[1.0, X[i]] @ coef) ** 2
-    expected = 1 - press / ((y - y.mean()) ** 2).sum()
-    assert analyze.loo_r2(X, y) == pytest.approx(expected)
-    # independent check, the hat-matrix shortcut: e_i / (1 - h_ii)
-    A = np.column_stack([np.ones(len(y)), X])
-    H = A @ np.linalg.solve(A.T @ A, A.T)
-    e = y - H @ y
-    assert analyze.loo_r2(X, y) == pytest.approx(1 - ((e / (1 - np.diag(H))) ** 2).sum() / ((y - y.mean()) ** 2).sum())
-    assert math.isnan(analyze.loo_r2([1.0, 2.0], [1.0, 2.0]))  # n < 3
-    assert math.isnan(analyze.r2_in_sample([1.0, 2.0], [1.0, 3.0]))  # 2 points, 2 coefficients: saturated
-    assert math.isnan(analyze.loo_r2([1.0, 2.0, 3.0], [5.0, 5.0, 5.0]))  # constant y
-
+# study helpers by hand (the statistics themselves: tests/test_stats.py)
 
 def test_feature_count():
     llama = {"n_head": 8, "n_kv_head": 8, "qk_norm": "none", "window": 0}
@@ -433,7 +346,6 @@ def test_longctx_retrieval_gate_and_span():
     assert not r["spans_3sd"] and "do not span" in r["verdict"]
     c = r["cells"][0]  # the binomial sampling CI of a mean over 3 runs of 130 samples each
     assert c["half_width"] == pytest.approx(1.96 * math.sqrt(sum(p * (1 - p) / 130 for p in (0.20, 0.21, 0.22))) / 3, rel=1e-3)
-    assert analyze.samples_for_ci(3) == 129 and analyze.samples_for_ci(1) == 385
     assert analyze.retrieval_report([dict(w, exact=None) for w in rows]) is None
 
 
@@ -467,38 +379,6 @@ def write_json_run(folder, res, ev):
     if ev is not None:
         with open(os.path.join(folder, "eval.json"), "w") as f:
             json.dump(ev, f)
-
-
-def test_factorial_statistics_by_hand():
-    Z = np.array(list(itertools.product((0, 1), repeat=2)) * 2)
-    X, names = analyze.factorial_design(Z, "pairwise", ["a", "b"])
-    assert names == ["a", "b", "a:b"] and X[:, 2].tolist() == (Z[:, 0] * Z[:, 1]).tolist()
-    assert analyze.factorial_design(Z, "count")[0][:, 0].tolist() == Z.sum(1).tolist()
-    y = np.array([1.0, 2.0, 3.0, 4.5, 1.2, 2.2, 2.8, 4.7])
-    fit = analyze.ols(Z, y, ["a", "b"])
-    A = np.column_stack([np.ones(8), Z])
-    beta = np.linalg.solve(A.T @ A, A.T @ y)
-    s2 = ((y - A @ beta) ** 2).sum() / 5
-    se = np.sqrt(np.diag(np.linalg.inv(A.T @ A)) * s2)
-    t = analyze.stats.t.ppf(0.975, 5)
-    assert [c["est"] for c in fit["coefs"]] == pytest.approx(beta.tolist())
-    assert [c["hi"] - c["est"] for c in fit["coefs"]] == pytest.approx((t * se).tolist())
-    big = analyze.ols(X, y)
-    F = ((fit["sse"] - big["sse"]) / 1) / (big["sse"] / 4)
-    assert analyze.nested_f(fit, big)["F"] == pytest.approx(F) and fit["dof"] == 5 and big["dof"] == 4
-    # leave-one-cell-out: each group of rows is refitted without it
-    g = [0, 1, 2, 3, 0, 1, 2, 3]
-    press = 0.0
-    for k in range(4):
-        keep = np.array(g) != k
-        b = np.linalg.lstsq(A[keep], y[keep], rcond=None)[0]
-        press += ((y[~keep] - A[~keep] @ b) ** 2).sum()
-    assert analyze.loo_r2(Z, y, g) == pytest.approx(1 - press / ((y - y.mean()) ** 2).sum())
-    # remove-one: increments of the (1, 1) cell over (0, 1) and (1, 0), pooled variance
-    rem = analyze.remove_one(Z, y, s2=0.01, dof=4)
-    a = rem["increments"][0]
-    assert a["increment"] == pytest.approx(np.mean([4.5, 4.7]) - np.mean([2.0, 2.2]))
-    assert a["hi"] - a["increment"] == pytest.approx(analyze.stats.t.ppf(0.975, 4) * 0.1)
 
 
 def test_empty_folder_exit_2(tmp_path):
@@ -792,18 +672,18 @@ def test_a_run_of_one_study_is_in_no_other_studys_section(tmp_path, capsys):
 def test_one_rule_for_better_the_paired_t_test_over_three_seeds():
     """better / worse needs the paired t test at p < 0.05 over >= 3 seeds and a gap of at least the
     margin; every seed agreeing is not enough (two seeds), nor is a consistent gap on noisy seeds."""
-    acc = lambda a, b: analyze.paired_acc(dict(enumerate(a)), dict(enumerate(b)))
+    acc = lambda a, b: stats.paired_acc(dict(enumerate(a)), dict(enumerate(b)))
     clear = acc([0.5, 0.6, 0.7], [0.1, 0.0, 0.2])
-    assert clear["p"] == pytest.approx(2 * analyze.stats.t.sf(0.5 / (0.1 / math.sqrt(3)), 2))
+    assert clear["p"] == pytest.approx(2 * scistats.t.sf(0.5 / (0.1 / math.sqrt(3)), 2))
     assert analyze.score_verdict(clear, "rope", 0.05) == "better than rope"
     assert analyze.score_verdict(acc([0.1, 0.0, 0.2], [0.5, 0.6, 0.7]), "rope", 0.05) == "worse than rope"
     two = acc([0.9, 0.8], [0.1, 0.2])  # every seed higher, but two seeds
     assert analyze.score_verdict(two, "rope", 0.05) == "not distinguishable from rope (Δ +0.700, 2 seeds, fewer than 3)"
     noisy = acc([0.30, 0.10, 0.45], [0.10, 0.08, 0.12])  # all three higher, z 1.8 (as SWAN on sort): p 0.18
-    assert noisy["wins"] == 3 and not analyze.distinguishable(noisy)
+    assert noisy["wins"] == 3 and not stats.distinguishable(noisy)
     assert analyze.score_verdict(noisy, "rope", 0.05) == "not distinguishable from rope (Δ +0.183, paired t p=0.18)"
     small = acc([0.11, 0.115, 0.12], [0.10, 0.10, 0.10])  # distinguishable, but below the margin
-    assert analyze.distinguishable(small) and "|Δ| < 0.05" in analyze.score_verdict(small, "rope", 0.05)
+    assert stats.distinguishable(small) and "|Δ| < 0.05" in analyze.score_verdict(small, "rope", 0.05)
 
 
 def write_threshold_run(root, task, n_layer, N, seed, in_dist, at_2x, at_3x):

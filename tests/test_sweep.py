@@ -276,11 +276,11 @@ def test_retrieval_is_exact_match_on_samples_sized_for_the_ci(env, study):
     a 95% CI half-width <= 0.05 (z^2 / 4 / (0.05^2 seeds) samples per run and length); the tiny
     longctx runs pretrain on a documented passkey mix (a task that fits their context); the paper
     posenc grid has passkey-trained runs like tiny."""
-    import analyze
+    import stats
     for scale in ("tiny", "paper") if study == "longctx" else ("paper",):  # tiny posenc: 24 samples (its README)
         lines = sweep(env, "-n", study, SCALE=scale).stdout.splitlines()
         seeds = {flag(train_steps(l), "--seed") for l in lines if " train.py " in l}
-        need = analyze.samples_for_ci(len(seeds))
+        need = stats.samples_for_ci(len(seeds))
         assert need == 129 and len(seeds) == 3
         scored = 0
         for l in lines:
