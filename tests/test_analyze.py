@@ -11,6 +11,9 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import analyze  # noqa: E402
+import analyze_encodings  # noqa: E402
+import analyze_longctx  # noqa: E402
+import studyio  # noqa: E402
 import stats  # noqa: E402
 from scipy import stats as scistats  # noqa: E402
 
@@ -20,16 +23,16 @@ from scipy import stats as scistats  # noqa: E402
 
 def test_feature_count():
     llama = {"n_head": 8, "n_kv_head": 8, "qk_norm": "none", "window": 0}
-    assert analyze.feature_count(llama, 1024, 512) == 0
-    assert analyze.feature_count(llama, 512, 512) == 1  # shorter pretraining context
+    assert analyze_longctx.feature_count(llama, 1024, 512) == 0
+    assert analyze_longctx.feature_count(llama, 512, 512) == 1  # shorter pretraining context
     worst = {"n_head": 8, "n_kv_head": 2, "qk_norm": "head", "window": 64, "global_every": 4}
-    assert analyze.feature_count(worst, 512, 512) == 4
-    assert analyze.feature_count({**worst, "qk_norm": "layer"}, 1024, 512) == 3
-    assert analyze.feature_count({"n_head": 4}, 512, None) == 0  # missing fields, single context
-    assert analyze.feature_count({}, None, 512) == 0
+    assert analyze_longctx.feature_count(worst, 512, 512) == 4
+    assert analyze_longctx.feature_count({**worst, "qk_norm": "layer"}, 1024, 512) == 3
+    assert analyze_longctx.feature_count({"n_head": 4}, 512, None) == 0  # missing fields, single context
+    assert analyze_longctx.feature_count({}, None, 512) == 0
     # an extended run keeps its pretraining length in rope_original_len
-    assert analyze.pretrain_block({"model_config": {"rope_original_len": 128}, "config": {"block_size": 512}}) == 128
-    assert analyze.pretrain_block({"model_config": {"rope_original_len": 0}, "config": {"block_size": 512}}) == 512
+    assert studyio.pretrain_block({"model_config": {"rope_original_len": 128}, "config": {"block_size": 512}}) == 128
+    assert studyio.pretrain_block({"model_config": {"rope_original_len": 0}, "config": {"block_size": 512}}) == 512
 
 
 # -----------------------------------------------------------------------------
@@ -334,19 +337,19 @@ def test_longctx_retrieval_gate_and_span():
     said so; learned cells whose means differ by less than 3 init sds: said so; the sample rule."""
     rows = [{"cell": c, "seed": s, "exact": 0.2 + 0.01 * s + 0.005 * int(c, 2), "exact_n": 130, "id_exact": idx}
             for c in ("0000", "0001", "1000") for s in (0, 1, 2) for idx in [0.3 if c == "0001" else 0.95]]
-    r = analyze.retrieval_report(rows)
+    r = analyze_longctx.retrieval_report(rows)
     assert r["n_learned"] == 2 and not r["usable"] and "in 2 of 3 cells only" in r["verdict"]
     assert [c["learned"] for c in r["cells"]] == [True, False, True]
-    r = analyze.retrieval_report([dict(w, id_exact=0.2) for w in rows])
+    r = analyze_longctx.retrieval_report([dict(w, id_exact=0.2) for w in rows])
     assert r["n_learned"] == 0 and "not learned in distribution" in r["verdict"] and "chance" in r["verdict"]
-    r = analyze.retrieval_report([dict(w, id_exact=1.0) for w in rows])  # range 0.04, init sd 0.01: 4 sds
+    r = analyze_longctx.retrieval_report([dict(w, id_exact=1.0) for w in rows])  # range 0.04, init sd 0.01: 4 sds
     assert r["usable"] and r["spans_3sd"] and r["init_sd"] == pytest.approx(0.01)
-    r = analyze.retrieval_report([dict(w, id_exact=1.0, exact=w["exact"] - (0.02 if w["cell"] == "1000" else 0))
+    r = analyze_longctx.retrieval_report([dict(w, id_exact=1.0, exact=w["exact"] - (0.02 if w["cell"] == "1000" else 0))
                                   for w in rows])  # range 0.02 < 3 x 0.01
     assert not r["spans_3sd"] and "do not span" in r["verdict"]
     c = r["cells"][0]  # the binomial sampling CI of a mean over 3 runs of 130 samples each
     assert c["half_width"] == pytest.approx(1.96 * math.sqrt(sum(p * (1 - p) / 130 for p in (0.20, 0.21, 0.22))) / 3, rel=1e-3)
-    assert analyze.retrieval_report([dict(w, exact=None) for w in rows]) is None
+    assert analyze_longctx.retrieval_report([dict(w, exact=None) for w in rows]) is None
 
 
 def test_longctx_retrieval_learned_half_is_analysed_as_a_subfactorial():
@@ -356,20 +359,20 @@ def test_longctx_retrieval_learned_half_is_analysed_as_a_subfactorial():
     rows = []
     for cell in itertools.product((0, 1), repeat=4):
         c = "".join(map(str, cell))
-        feats = dict(zip(analyze.FEATURES, cell))
+        feats = dict(zip(analyze_longctx.FEATURES, cell))
         for seed in range(3):
             y = 0.4 - 0.2 * feats["qk_norm"] + 0.3 * feats["swa"] + 0.01 * (seed - 1) * (1 + int(c, 2) % 3)
             rows.append({"cell": c, "seed": seed, **feats, "exact": y, "retrieval": y, "exact_n": 130,
                          "id_exact": 1.0 if feats["short_ctx"] else 0.4})
-    r = analyze.retrieval_report(rows)
+    r = analyze_longctx.retrieval_report(rows)
     assert not r["usable"] and r["n_learned"] == 8
-    sub = analyze.learned_subfactorial(rows, r)
+    sub = analyze_longctx.learned_subfactorial(rows, r)
     assert sub["fixed"] == {"short_ctx": 1} and sub["features"] == ["qk_norm", "gqa", "swa"] and len(sub["cells"]) == 8
     eff = {e["feature"]: e["effect"] for e in sub["report"]["effects"]}
     assert eff == pytest.approx({"qk_norm": -0.2, "gqa": 0.0, "swa": 0.3}, abs=1e-9)
     assert sub["report"]["n"] == 24 and sub["spans_3sd"] and sub["cell_mean_range"] == pytest.approx(0.5)
     one_off = [dict(w, id_exact=0.4) if w["cell"] == "0011" else w for w in rows]  # a learned-half cell fails
-    assert analyze.learned_subfactorial(one_off, analyze.retrieval_report(one_off)) is None
+    assert analyze_longctx.learned_subfactorial(one_off, analyze_longctx.retrieval_report(one_off)) is None
 
 
 def write_json_run(folder, res, ev):
@@ -675,15 +678,15 @@ def test_one_rule_for_better_the_paired_t_test_over_three_seeds():
     acc = lambda a, b: stats.paired_acc(dict(enumerate(a)), dict(enumerate(b)))
     clear = acc([0.5, 0.6, 0.7], [0.1, 0.0, 0.2])
     assert clear["p"] == pytest.approx(2 * scistats.t.sf(0.5 / (0.1 / math.sqrt(3)), 2))
-    assert analyze.score_verdict(clear, "rope", 0.05) == "better than rope"
-    assert analyze.score_verdict(acc([0.1, 0.0, 0.2], [0.5, 0.6, 0.7]), "rope", 0.05) == "worse than rope"
+    assert analyze_encodings.score_verdict(clear, "rope", 0.05) == "better than rope"
+    assert analyze_encodings.score_verdict(acc([0.1, 0.0, 0.2], [0.5, 0.6, 0.7]), "rope", 0.05) == "worse than rope"
     two = acc([0.9, 0.8], [0.1, 0.2])  # every seed higher, but two seeds
-    assert analyze.score_verdict(two, "rope", 0.05) == "not distinguishable from rope (Δ +0.700, 2 seeds, fewer than 3)"
+    assert analyze_encodings.score_verdict(two, "rope", 0.05) == "not distinguishable from rope (Δ +0.700, 2 seeds, fewer than 3)"
     noisy = acc([0.30, 0.10, 0.45], [0.10, 0.08, 0.12])  # all three higher, z 1.8 (as SWAN on sort): p 0.18
     assert noisy["wins"] == 3 and not stats.distinguishable(noisy)
-    assert analyze.score_verdict(noisy, "rope", 0.05) == "not distinguishable from rope (Δ +0.183, paired t p=0.18)"
+    assert analyze_encodings.score_verdict(noisy, "rope", 0.05) == "not distinguishable from rope (Δ +0.183, paired t p=0.18)"
     small = acc([0.11, 0.115, 0.12], [0.10, 0.10, 0.10])  # distinguishable, but below the margin
-    assert stats.distinguishable(small) and "|Δ| < 0.05" in analyze.score_verdict(small, "rope", 0.05)
+    assert stats.distinguishable(small) and "|Δ| < 0.05" in analyze_encodings.score_verdict(small, "rope", 0.05)
 
 
 def write_threshold_run(root, task, n_layer, N, seed, in_dist, at_2x, at_3x):
@@ -791,7 +794,7 @@ def test_posenc_chunk_ablation_text_runs_compare_loss_past_training(tmp_path):
 
 
 def test_vs_baseline_pairs_a_cell_with_its_named_baseline(tmp_path):
-    """cells[].vs_baseline (analyze.BASELINES): lengen pairs the sinusoidal cell's score with NoPE's;
+    """cells[].vs_baseline (analyze_encodings.BASELINES): lengen pairs the sinusoidal cell's score with NoPE's;
     posenc pairs chunk attention's loss with SWAN's at every length, the verdict on the mean past
     training (lower is better); a cell without a baseline encoding has none."""
     lg_dir, pe_dir = tmp_path / "lengen", tmp_path / "posenc"
