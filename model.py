@@ -13,7 +13,7 @@ Block Linear layers are QATLinear (quant.py): fake-quantised in the forward pass
 No path builds a T x T matrix except inside SDPA's own kernels.
 """
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import NamedTuple
 
 import torch
@@ -21,7 +21,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-from cli import flag
+import cli
+from cli import UserError, flag
 from quant import QATEmbedding, QATLinear, check_bits, parse_clip
 
 POS_KINDS = ("rope", "nope", "alibi", "hope", "expe")  # per-layer kinds (expe: with expe_on=qk)
@@ -864,3 +865,37 @@ class ChunkRetrieval(nn.Module):
                 keys = (idx[0, ..., None] * C + torch.arange(C, device=q.device)).flatten(-2)
                 A[:, a - s:].scatter_add_(-1, keys, (w[0, ..., None] * att[0]).flatten(-2).float())
             yield s, A
+
+
+# -----------------------------------------------------------------------------
+# The model as a run sees it: rebuilt from a checkpoint, described in the run record
+
+
+def model_from_checkpoint(ckpt, **overrides):
+    """Rebuild the GPT of a checkpoint; overrides change config fields (e.g. rope scaling). A
+    checkpoint this code cannot read and overrides that make an invalid model are different errors."""
+    try:
+        config = GPTConfig.from_dict(ckpt["model_config"])
+    except (ValueError, TypeError, AttributeError) as e:
+        raise UserError(f"checkpoint does not match this model code: {cli.first_line(e)}") from None
+    try:
+        config = replace(config, **overrides)
+    except (ValueError, TypeError) as e:
+        raise UserError(f"invalid model settings {', '.join(sorted(overrides))}: {cli.first_line(e)}") from None
+    model = GPT(config)
+    try:
+        model.load_state_dict(ckpt["model"])
+    except (RuntimeError, TypeError, AttributeError) as e:
+        raise UserError(f"checkpoint does not match this model code: {cli.first_line(e)}") from None
+    return model
+
+
+def hope_record(model):
+    """HoPE (arXiv 2410.21216) in the run record: how many of the rotary pairs per head it leaves
+    unrotated at the cutoff it used, or None without a HoPE layer."""
+    m = getattr(model, "module", model)
+    c = m.config
+    if not any(l.pos == "hope" for l in m.plan):
+        return None
+    return dict(pairs=m.rope_dims // 2, removed=m.hope_pairs_removed, cutoff=c.hope_cutoff or c.block_size,
+                head_dim=c.n_embd // c.n_head)
