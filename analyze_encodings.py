@@ -7,6 +7,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from model import MODEL_WIDE_POS, POS_KINDS
 from stats import MIN_SEEDS, distinguishable
 from studyio import dget, f, num, parse_int, warn
 
@@ -41,8 +42,10 @@ def encoding(mc):
     return name
 
 
-ENCODING_ORDER = {e: i for i, e in enumerate(("rope", "nope", "alibi", "hope", "expe", "expe-qk", "sinusoidal",
-                                               "swan", "chunk", "chunk-linear", "chunk-fused", "chunk-dense"))}
+# the tables' order of the encodings: model.py's lists (ExPE in q and k after ExPE), then SWAN and chunk attention
+ENCODING_ORDER = {e: i for i, e in enumerate(
+    [e for k in POS_KINDS for e in ((k, "expe-qk") if k == "expe" else (k,))] + list(MODEL_WIDE_POS) + ["swan", "chunk"]
+    + ["chunk" + suf for _, suf in CHUNK_ABLATIONS.values()])}
 
 
 # Comparisons beside the reference (RoPE) that the write-ups read, each cell against one other encoding:

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import cli
 import train
 from cli import UserError, flag, parse, main as cli_main
-from model import ROPE_SCALINGS, layer_plan, model_from_checkpoint
+from model import ROPE_SCALINGS, ROTARY_POS, layer_plan, model_from_checkpoint
 
 METHODS = ROPE_SCALINGS + ("abf", "swan")
 DEFAULT_TOKEN_FRAC = 0.05  # --train: the seed extends with a small fraction of its pretraining tokens
@@ -101,7 +101,7 @@ def check_method(mc, ec, algo):
     if ec.method in ("none", "swan"):  # swan: swan_fields checks the parent
         return
     plan = layer_plan(dataclasses.replace(mc, rope_scaling_layers=ec.layers))
-    rotary = [l for l in plan if l.pos in ("rope", "hope")]
+    rotary = [l for l in plan if l.pos in ROTARY_POS]
     if not rotary:
         raise UserError(f"--method {ec.method} changes RoPE, but no layer of this model uses RoPE "
                         f"(pos {mc.pos_pattern or mc.pos}); extend it with --method none --iters N")

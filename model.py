@@ -25,7 +25,11 @@ import cli
 from cli import UserError, flag
 from quant import QATEmbedding, QATLinear, check_bits, parse_clip
 
-POS_KINDS = ("rope", "nope", "alibi", "hope", "expe")  # per-layer kinds (expe: with expe_on=qk)
+# The positional encodings, named once: every other file (extend.py, export.py, the analysis, the test of
+# sweep.sh's lists) reads these. POS_KINDS: per-layer kinds (expe: with expe_on=qk); ROTARY_POS: those that
+# rotate q and k (RoPE scaling acts on them); MODEL_WIDE_POS (below): added to the embedding.
+POS_KINDS = ("rope", "nope", "alibi", "hope", "expe")
+ROTARY_POS = ("rope", "hope")
 SINUSOIDAL_RMS = 0.02  # rms of the added sinusoidal table: the token embedding's init std (Vaswani et al. scale
 # the embedding by sqrt(d_model) to meet their amplitude-1 table; here the tied wte stays small, so the table shrinks)
 MODEL_WIDE_POS = ("learned", "sinusoidal")  # absolute, added to the embedding; expe with expe_on=embed too
@@ -296,7 +300,7 @@ class Attention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         q0, k0 = q, k
         pos = self.layer.pos
-        if pos in ("rope", "hope"):
+        if pos in ROTARY_POS:
             cos, sin = pe[(pos, self.layer.scaled)]
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         elif pos == "expe":
@@ -494,7 +498,7 @@ class GPT(nn.Module):
         pe = {}
         for layer in self.plan:
             key = (layer.pos, layer.scaled)
-            if layer.pos in ("rope", "hope") and key not in pe:
+            if layer.pos in ROTARY_POS and key not in pe:
                 pe[key] = self.rope_cos_sin(T, device, hope=layer.pos == "hope", scaled=layer.scaled)
         if any(layer.pos == "expe" for layer in self.plan):
             pe["expe"] = expe_values(T, c, device)

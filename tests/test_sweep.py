@@ -581,3 +581,16 @@ def test_paper_longctx_refuses_short_eval_documents_before_training(env, tmp_pat
     lines = sweep(real, "--dry-run", "longctx", EVAL_DATA=prep).stdout.splitlines()
     evals = [s for line in lines for s in line.split(" && ") if " evaluate.py " in s]
     assert evals and all(f"--eval_data {prep} --min_windows 8" in s for s in evals)
+
+
+def test_sweep_encoding_lists_are_model_pys():
+    """The variants' loops of grid_posenc and grid_lengen run every positional encoding of model.py
+    (POS_KINDS, MODEL_WIDE_POS but learned, which no study compares) and no other."""
+    from model import MODEL_WIDE_POS, POS_KINDS
+    text = open(os.path.join(ROOT, "sweep.sh")).read()
+    loops = re.findall(r'for v in ("rope:--pos rope".*?); do', text, re.S)
+    assert len(loops) == 2  # grid_posenc and grid_lengen
+    for loop in loops:
+        pos = re.findall(r'"(\w+):--pos (\w+)"', loop)
+        assert all(label == p for label, p in pos)
+        assert [p for _, p in pos] == list(POS_KINDS) + [p for p in MODEL_WIDE_POS if p != "learned"]
