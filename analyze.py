@@ -31,7 +31,7 @@ from collections import defaultdict
 
 from cli import OneLineParser, UserError, atomic_write, clean, finite_float
 from studyio import lineage_root, load_runs, run_kind, warn
-from analyze_qat import qat_markdown, qat_plots, qat_study, records
+from analyze_qat import REF_WARMDOWN, qat_markdown, qat_plots, qat_study, records
 from analyze_longctx import longctx_md, longctx_plots, longctx_report
 from analyze_lengen import lengen_md, lengen_plots, lengen_report
 from analyze_posenc import POSENC_FLAGS, posenc_md, posenc_plots, posenc_report
@@ -150,7 +150,7 @@ def main(argv=None):
                          "(default: all but the two extreme sizes if >= 5 sizes, else all)")
     ap.add_argument("--level", type=finite_float, default=0.95, help="prediction-interval level, in (0, 1)")
     ap.add_argument("--ref_lr", type=finite_float, default=1.0, help="qat: LR of the cell where the penalty is measured")
-    ap.add_argument("--ref_warmdown", type=finite_float, default=0.33,
+    ap.add_argument("--ref_warmdown", type=finite_float, default=REF_WARMDOWN,
                     help="qat: warmdown of the cell where the penalty is measured")
     ap.add_argument("--lengen_gate", type=finite_float, default=0.9,
                     help="lengen, posenc: a (task, encoding) cell enters the extrapolation verdict only when its "

@@ -15,6 +15,10 @@ from stats import (BETTER_LEVEL, MIN_SEEDS, distinguishable, interaction_f, lack
 from studyio import (VARIANT_KEYS, f, figures, no_data, num, parse_size, run_kind, size_label, table,
                      variant_fields, vtag, warn)
 
+# The QAT seed's reference warmdown (its schedule of record: the penalty law is measured there, analyze.py
+# --ref_warmdown's default) and the short warmdown the INT4 transition tests it against (wd33 vs wd10).
+REF_WARMDOWN, SHORT_WARMDOWN = 0.33, 0.1
+
 
 def records(runs):
     """One record per run of the QAT grid: variant, bits, size, lr, warmdown, seed, loss (the deployed
@@ -103,7 +107,7 @@ def warmdown_rows(by_wd):
     return best, rows
 
 
-def qat_report(recs, order):
+def qat_report(recs, order, ref_warmdown=REF_WARMDOWN):
     """cells: per (variant, bits, size, lr), the loss by warmdown (mean, sd over seeds), the best
     warmdown and the paired z of the best against each other warmdown, matched on seed.
     verdict: per (variant, bits, size), each warmdown at its own best LR (the LR a practitioner would
@@ -137,7 +141,7 @@ def qat_report(recs, order):
     for c in verdict:
         c["fp16_best_warmdown"] = fp16.get((c["variant"], c["size"]))
         c["same_as_fp16"] = None if c["fp16_best_warmdown"] is None else c["best_warmdown"] == c["fp16_best_warmdown"]
-    return {"cells": out, "verdict": verdict, "interaction": interaction_rows(at_best, order), "int4_transition": int4_transition(at_best, order),
+    return {"cells": out, "verdict": verdict, "interaction": interaction_rows(at_best, order), "int4_transition": int4_transition(at_best, order, ref_warmdown),
             "lr_rule": "verdict: each warmdown at its own best LR (mean over seeds), then the best warmdown"}
 
 
@@ -163,20 +167,20 @@ def interaction_rows(at_best, order):
     return rows
 
 
-def int4_transition(at_best, order, z_min=3.0):
+def int4_transition(at_best, order, ref=REF_WARMDOWN, short=SHORT_WARMDOWN, z_min=3.0):
     """The QAT seed's INT4 transition (wd 0.33 decisive from 50M, noise below): per variant and size,
-    INT4 at wd 0.33 against wd 0.1 (each at its best LR), paired over seeds: z > 0 when 0.33 has the
-    lower loss, wins = seeds where it does; decisive when z >= z_min. from_size: the smallest size
+    INT4 at the reference warmdown ref (--ref_warmdown) against the short one (each at its best LR),
+    paired over seeds: z > 0 when ref has the lower loss, wins = seeds where it does; decisive when z >= z_min. from_size: the smallest size
     from which every larger INT4 size is decisive (null when the largest is not). None without INT4."""
     out = []
     for v in sorted({k[0] for k in at_best if k[1] == 4}):
         rows = []
         for s in sorted((k[2] for k in at_best if k[:2] == (v, 4)), key=order.get):
             c = at_best[(v, 4, s)]
-            if 0.1 not in c or 0.33 not in c:
+            if short not in c or ref not in c:
                 continue
-            seeds = sorted(set(c[0.1]) & set(c[0.33]))
-            pz = paired_z([c[0.1][sd] for sd in seeds], [c[0.33][sd] for sd in seeds])
+            seeds = sorted(set(c[short]) & set(c[ref]))
+            pz = paired_z([c[short][sd] for sd in seeds], [c[ref][sd] for sd in seeds])
             z = None if math.isnan(pz["z"]) else pz["z"]
             rows.append({"size": s, "n": pz["n"], "mean_diff": pz["mean_diff"], "z": z, "wins": pz["wins_b"],
                          "decisive": z is not None and z >= z_min})
@@ -186,7 +190,8 @@ def int4_transition(at_best, order, z_min=3.0):
                 break
             start = r["size"]
         if rows:
-            out.append({"variant": v, "z_min": z_min, "rows": rows, "from_size": start})
+            out.append({"variant": v, "ref_warmdown": ref, "short_warmdown": short, "z_min": z_min, "rows": rows,
+                        "from_size": start})
     return out or None
 
 
@@ -196,7 +201,7 @@ def default_fit_sizes(sizes):
     return sizes[1:-1] if len(sizes) >= 5 else list(sizes)
 
 
-def penalty_report(recs, order, fit_sizes=None, level=0.95, ref_lr=1.0, ref_warmdown=0.33):
+def penalty_report(recs, order, fit_sizes=None, level=0.95, ref_lr=1.0, ref_warmdown=REF_WARMDOWN):
     """P_b(N) = L_b(N) - L_16(N) at one reference cell (lr = ref_lr, warmdown = ref_warmdown), paired
     on seed and averaged over seeds: the same definition at the fit sizes and the held-out ones
     (which exist only at the reference LR). Per (variant, bits): OLS fit of P = alpha + beta ln N on
@@ -374,7 +379,7 @@ def qat_study(runs, args):
     if unknown:
         raise UserError(f"--fit_sizes names sizes with no QAT-grid runs: {', '.join(sorted(unknown))} "
                         f"(sizes present: {', '.join(sorted(order, key=order.get)) or 'none'})")
-    return {"qat": qat_report(recs, order),
+    return {"qat": qat_report(recs, order, args.ref_warmdown),
             "penalty_law": penalty_report(recs, order, fit_sizes, args.level, args.ref_lr, args.ref_warmdown),
             "grid_distance": grid_report(recs, order)}
 
@@ -398,7 +403,8 @@ def qat_md(q):
           "over warmdowns (each at its best LR), seeds as blocks; a small p says the warmdown effect differs "
           "between the two bit-widths. \"Same as FP16\" only compares the argmins.", ""]
     for t in q["int4_transition"] or []:
-        L += [f"**INT4 transition** {vtag(t['variant'])}(wd 0.33 against wd 0.1, paired over seeds; z > 0: 0.33 lower; "
+        ref, short = f(t.get("ref_warmdown", REF_WARMDOWN)), f(t.get("short_warmdown", SHORT_WARMDOWN))  # older records
+        L += [f"**INT4 transition** {vtag(t['variant'])}(wd {ref} against wd {short}, paired over seeds; z > 0: {ref} lower; "
               f"decisive: z >= {f(t['z_min'])}): " + "; ".join(
                   f"{r['size']} z {f(r['z'], '+.1f')} ({r['wins']}/{r['n']})" for r in t["rows"]) +
               f". Decisive at every size from: **{t['from_size'] or 'none'}**.", ""]

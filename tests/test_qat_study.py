@@ -14,6 +14,7 @@ import torch
 
 from conftest import ROOT
 import analyze
+import analyze_qat
 import train
 from model import GPT
 
@@ -212,3 +213,15 @@ def test_paper_grid_recovers_a_planted_law_in_size_and_tokens(tmp_path):
     # without D varying at fixed N (INT4 runs only at x1, D = 20 N) the law is refused, not fitted
     g4 = next(g for g in rep["penalty_law"]["laws_nd"] if g["variant"] == "optimizer=muon,schedule=wsd" and g["bits"] == 4)
     assert g4["k"] is None and "not identified" in g4["message"]
+
+
+def test_int4_transition_follows_ref_warmdown():
+    """int4_transition compares INT4 at --ref_warmdown against the short warmdown, not at a literal 0.33."""
+    seeds = {0: 0.0, 1: 0.01, 2: -0.01}
+    cell = {0.1: {s: 3.0 + e for s, e in seeds.items()}, 0.33: {s: 2.9 + e for s, e in seeds.items()},
+            0.6: {s: 3.2 + e / 2 for s, e in seeds.items()}}
+    at_best = {("", 4, "14K"): cell}
+    t = analyze_qat.int4_transition(at_best, {"14K": 0})[0]
+    assert (t["ref_warmdown"], t["short_warmdown"]) == (0.33, 0.1) and t["rows"][0]["z"] > 0
+    t = analyze_qat.int4_transition(at_best, {"14K": 0}, ref=0.6)[0]
+    assert t["ref_warmdown"] == 0.6 and t["rows"][0]["z"] < 0 and t["rows"][0]["mean_diff"] == pytest.approx(-0.2)
