@@ -15,16 +15,20 @@ from studyio import (ci, dget, f, figures, lineage_root, no_data, num, parse_int
 
 
 FEATURES = ("qk_norm", "gqa", "swa", "short_ctx")
-OUTCOMES = {  # name -> (what, higher is better)
-    "loss": ("post-extension val loss at the target length(s) (nats/token)", False),
-    "gap": ("loss at the target minus the parent's loss at its pretraining length, same val tokens (nats)", False),
-    "longppl": ("post-extension log LongPPL at the target: mean loss of the key tokens (nats)", False),
-    "key_frac": ("share of the target's tokens that are LongPPL key tokens (the model's own)", True),
-    "retrieval": ("retrieval score at the target (evaluate.py score)", True),
-    "gain_parent": ("extension gain: the unextended parent's loss at the target minus the extended run's (nats)", True),
+# name -> (what, higher is better, its key in eval.json "target"; None: computed here). A new outcome that
+# evaluate.py writes into "target" is one line here.
+OUTCOMES = {
+    "loss": ("post-extension val loss at the target length(s) (nats/token)", False, "loss"),
+    "gap": ("loss at the target minus the parent's loss at its pretraining length, same val tokens (nats)", False, None),
+    "longppl": ("post-extension log LongPPL at the target: mean loss of the key tokens (nats)", False, "longppl_loss"),
+    "key_frac": ("share of the target's tokens that are LongPPL key tokens (the model's own)", True, "key_frac"),
+    "retrieval": ("retrieval score at the target (evaluate.py score)", True, "retrieval"),
+    "gain_parent": ("extension gain: the unextended parent's loss at the target minus the extended run's (nats)", True,
+                    None),
     "gain_free": ("extension gain: the training-free scaling's loss at the target (same method and layers) minus "
-                  "the extended run's (nats)", True)}
-MEASURED = ("loss", "gap", "longppl", "key_frac", "retrieval")  # read from eval.json; the gains are differences
+                  "the extended run's (nats)", True, None)}
+EVAL_KEYS = {k: v[2] for k, v in OUTCOMES.items() if v[2]}
+MEASURED = tuple(k for k in OUTCOMES if k in EVAL_KEYS or k == "gap")  # per run; the gains are differences of runs
 PREDICTORS = ("train_loss_smooth", "val_loss", "pre", "sink_rate", "sink_strength")
 
 
@@ -73,21 +77,21 @@ def scaling_key(run):
 
 
 def target_loss(run):
-    """eval.json target outcomes, or (older files) the ppl loss at the longest length."""
+    """eval.json target outcomes by outcome name (EVAL_KEYS), or (older files) the ppl loss at the
+    longest length and the retrieval score."""
     t = dget(run, "eval", "target")
     if isinstance(t, dict):
-        return {k: num(t.get(k)) for k in ("loss", "longppl_loss", "key_frac", "retrieval")}
+        return {k: num(t.get(e)) for k, e in EVAL_KEYS.items()}
     by = dget(run, "eval", "ppl", "by_length") or {}
     L = max(by, key=parse_int, default=None)
-    return {"loss": num(by.get(L)) if L else None, "longppl_loss": None, "key_frac": None,
-            "retrieval": num(dget(run, "eval", "score"))}
+    return {**dict.fromkeys(EVAL_KEYS), "loss": num(by.get(L)) if L else None, "retrieval": num(dget(run, "eval", "score"))}
 
 
 def outcome_values(run, root, ctx):
     """The outcomes of one run (OUTCOMES), the root's pretraining length ctx."""
     t, ind = target_loss(run), num(dget(root, "eval", "ppl", "by_length", str(ctx)))
-    return {"loss": t["loss"], "gap": t["loss"] - ind if t["loss"] is not None and ind is not None else None,
-            "longppl": t["longppl_loss"], "key_frac": t["key_frac"], "retrieval": t["retrieval"]}
+    t["gap"] = t["loss"] - ind if t["loss"] is not None and ind is not None else None
+    return {k: t[k] for k in MEASURED}
 
 
 def longctx_rows(runs):
@@ -355,19 +359,23 @@ def longctx_report(runs):
     trained = [w["recipe"] for w in rows if w["ckpt"] == "final" and not w["training_free"]] or finals
     main = max(sorted(set(trained)), key=trained.count) if trained else None  # a training-free baseline is no recipe
     out = {}
+    main_rows = [w for w in rows if w["recipe"] == main and w["ckpt"] == "final"]
+    # an outcome with no value in any row (e.g. one built on the probes, which a --no_probes grid skips) is
+    # reported as such, never dropped without a word
+    empty = [key for key in OUTCOMES if all(w.get(key) is None for w in main_rows)]
     for key in OUTCOMES:
-        rep = outcome_report([w for w in rows if w["recipe"] == main and w["ckpt"] == "final"], key)
+        rep = outcome_report(main_rows, key)
         if rep:
             out[key] = dict(rep, early=early_report(rows, main, key), variants=variant_report(rows, main, key))
     gain = gain_report(rows)
-    main_rows = [w for w in rows if w["recipe"] == main and w["ckpt"] == "final"]
     ret = retrieval_report(main_rows)
     if ret and not ret["usable"]:  # chance is no outcome: the recipe must learn the task in distribution
         out.pop("retrieval", None)
         ret["subfactorial"] = learned_subfactorial(main_rows, ret)
     return {"sinks": sink_path(main_rows, "loss"), "contexts": contexts, "short_block": short, "extensions": ext, "main_recipe": main,
             "recipes": {r: finals.count(r) for r in sorted(set(finals))}, "runs": rows, "outcomes": out,
-            "gain": gain, "flagged_recipes": [g["recipe"] for g in gain if g["flagged"]], "retrieval": ret}
+            "gain": gain, "flagged_recipes": [g["recipe"] for g in gain if g["flagged"]], "retrieval": ret,
+            "empty_outcomes": empty}
 
 
 def effects_table(o, digits):
@@ -393,6 +401,9 @@ def longctx_md(lc):
          f"brackets; init sd = pooled sd over seeds within a cell.", ""]
     L += gain_md(lc)
     L += retrieval_md(lc)
+    if lc.get("empty_outcomes"):
+        L += ["Not analysed, no value in any run of the main recipe: " + ", ".join(
+            f"{k} (eval.json target.{OUTCOMES[k][2]})" if OUTCOMES[k][2] else k for k in lc["empty_outcomes"]) + ".", ""]
     sk = lc.get("sinks")
     if sk:
         L += [f"Sinks (main recipe's roots): sink rate {f(sk['rate_min'], '.3f')} .. {f(sk['rate_max'], '.3f')}; " +

@@ -196,6 +196,10 @@ def test_longctx_planted_additive_effects_recovered(tmp_path):
     (v,) = o["variants"]
     assert v["recipe"].startswith("yarn 2-stage") and v["n"] == 16 and v["minus_main"] == pytest.approx(0.02)
     assert "gap" in lc["outcomes"] and "retrieval" not in lc["outcomes"]  # no retrieval measured
+    # an outcome with no value in any row is reported as such, with its eval.json key, never dropped silently
+    assert "retrieval" in lc["empty_outcomes"] and "loss" not in lc["empty_outcomes"]
+    assert "no value in any run of the main recipe: " in (tmp_path / "analysis.md").read_text()
+    assert "retrieval (eval.json target.retrieval)" in (tmp_path / "analysis.md").read_text()
     pre = {p["predictor"]: p for p in o["predictors"]}
     assert set(pre) >= {"train_loss_smooth", "val_loss", "pre-extension loss", "sink_rate", "sink_strength"}
     assert pre["pre-extension loss"]["r2"] > 0.95  # the parent's target loss carries the planted effects
@@ -290,7 +294,7 @@ def test_longctx_end_to_end_on_the_tiny_grid(tmp_path):
     assert analyze.main([str(out / "longctx")]) == 0
     lc = json.loads((out / "longctx" / "analysis.json").read_text())["longctx"]
     assert set(lc) == {"contexts", "short_block", "extensions", "main_recipe", "recipes", "runs", "outcomes",
-                       "gain", "flagged_recipes", "sinks", "retrieval"}
+                       "gain", "flagged_recipes", "sinks", "retrieval", "empty_outcomes"}
     rt = lc["retrieval"]  # learned in distribution in every cell; the planted SWA effect spans > 3 init sds
     assert rt["usable"] and rt["n_learned"] == 16 and rt["spans_3sd"] and rt["samples_per_run"] == [130]
     assert all(c["half_width"] <= 0.05 and c["n"] == 3 and c["samples"] == 390 for c in rt["cells"])
