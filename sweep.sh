@@ -24,6 +24,9 @@
 #                     Gate: tests/gpu_check.py's "compile late QAT" and speed checks on the GPU type first
 #   EXTRA="..."       extra flags appended to every train.py command
 #   CHAIN=1|0         1 (default): a job's steps run in one Python process (python cli.py chain LINE), 0: in bash
+#   PUBLISH=1         after the study (and with --post), analyze.py also writes its analysis (analysis.md,
+#                     analysis.json, plots) into RESULTS/STUDY, so no stored number is copied by hand;
+#                     RESULTS=results (default; it holds the tiny studies: set another folder for SCALE=paper)
 #   MFU=0.4 GPU=H100  --cost: the utilisation and the GPU (its dense bf16 peak) of the GPU-hours; PEAK=TFLOP/s
 #                     for a device not in cost.py's table; VAL_TOKENS=N the val split (default: the bundled corpus's);
 #                     STARTUP=s seconds per process (a CPU prediction; docs/cluster.md)
@@ -65,6 +68,7 @@ PY=${PYTHON:-python}
 DATA=${DATA:-}
 EXTRA=${EXTRA:-}
 COMPILE=${COMPILE:-}
+RESULTS=${RESULTS:-results}  # PUBLISH=1: where the analysis is also written (RESULTS/STUDY)
 
 STOP_RC=75  # a job stopped by a signal at a step boundary, its checkpoint written (train.py: cli.STOPPED)
 die() { echo "sweep.sh: $*" >&2; exit 2; }
@@ -81,6 +85,7 @@ if [[ -z $COMPILE ]]; then [[ $SCALE == paper ]] && COMPILE=1 || COMPILE=0; fi
 case $COMPILE in 0) COMPILE_FLAG="";; 1) COMPILE_FLAG=" --compile";; *) die "COMPILE must be 0 or 1, got '$COMPILE'";; esac
 [[ $OUT == *[[:space:]]* ]] && die "OUT must not contain spaces: '$OUT'"
 [[ $OUT == /* ]] || OUT=${OUT#./}
+case ${PUBLISH:-0} in 0|1) ;; *) die "PUBLISH must be 0 or 1, got '$PUBLISH'";; esac
 
 # -----------------------------------------------------------------------------
 # Grids: each grid_<study> prints one job per line, fully expanded. A job is one command, or
@@ -591,6 +596,10 @@ post() {
     fi
     note "analysis: $PY analyze.py ${folders[*]} ${flags[*]}"
     $PY analyze.py "${folders[@]}" "${flags[@]}" || rc=$?
+    if [[ ${PUBLISH:-0} == 1 && $rc == 0 ]]; then  # the same analysis, written by analyze.py into RESULTS/STUDY
+        note "publishing: $PY analyze.py ${folders[*]} ${flags[*]} --out $RESULTS/$study"
+        $PY analyze.py "${folders[@]}" "${flags[@]}" --out "$RESULTS/$study" || rc=$?  # the later --out wins
+    fi
     return $rc
 }
 

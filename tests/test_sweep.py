@@ -594,3 +594,23 @@ def test_sweep_encoding_lists_are_model_pys():
         pos = re.findall(r'"(\w+):--pos (\w+)"', loop)
         assert all(label == p for label, p in pos)
         assert [p for _, p in pos] == list(POS_KINDS) + [p for p in MODEL_WIDE_POS if p != "learned"]
+
+
+def test_publish_writes_the_analysis_into_results(env, tmp_path):
+    """PUBLISH=1: after the study's own analysis, analyze.py writes the same one into RESULTS/STUDY
+    (results/ by default), so no stored number is copied by hand; without it, nothing goes there."""
+    assert sweep(env, "--post", "longctx").returncode == 0
+    out = os.path.join(env["OUT"], "longctx")
+    assert [a for _, _, a in calls(env, "analyze.py")] == [[out, "--study", "longctx"]]
+    os.remove(env["STUB_LOG"])
+    res = str(tmp_path / "results")
+    p = sweep(env, "--post", "longctx", PUBLISH="1", RESULTS=res)
+    assert p.returncode == 0, p.stderr
+    assert [a for _, _, a in calls(env, "analyze.py")] == [[out, "--study", "longctx"],
+                                                          [out, "--study", "longctx", "--out", os.path.join(res, "longctx")]]
+    os.remove(env["STUB_LOG"])  # qat: the grid's own --out is replaced by results/qat
+    assert sweep(env, "--post", "qat", PUBLISH="1", RESULTS=res).returncode == 0
+    qat = os.path.join(env["OUT"], "qat")
+    assert calls(env, "analyze.py")[1][2] == [qat, "--study", "qat", "--fit_sizes", "14K,25K,39K", "--out", qat,
+                                              "--out", os.path.join(res, "qat")]
+    assert "PUBLISH must be 0 or 1" in sweep(env, "--post", "qat", PUBLISH="yes").stderr
