@@ -59,7 +59,7 @@ class GPTConfig:
     window: int = flag(0, "sliding window (tokens) of the windowed layers; 0 = every layer global")
     global_every: int = flag(0, "with window: the last layer of each group of k is global (4 = 3:1)")
     layer_pattern: str = flag("", "explicit per-layer spans w | g, e.g. 'w,w,w,g' (overrides global_every)")
-    pos: str = flag("rope", "positions: rope | nope | alibi | hope | expe | learned | sinusoidal (absolute, added to wte)")
+    pos: str = flag("rope", f"positions: {' | '.join(POS_KINDS + MODEL_WIDE_POS)} (absolute, added to wte)")
     pos_pattern: str = flag("", "per-layer kinds overriding pos, e.g. 'rope,rope,rope,nope'")
     swan: bool = flag(False, "SWAN-GPT (arXiv 2504.08719): RoPE on windowed layers, NoPE on global layers")
     logn_scale: bool = flag(False, "SWAN: q *= max(1, ln(pos+1) / ln L_train) in global layers; read at forward time")
