@@ -330,7 +330,8 @@ def paper_longctx_joined(lines):
 
 def test_posenc_and_lengen_grids(env):
     lines = sweep(env, "-n", "posenc").stdout.splitlines()
-    assert {flag(train_steps(l), "--pos") for l in lines} == {"rope", "nope", "alibi", "hope", "expe", "sinusoidal", None}
+    from model import MODEL_WIDE_POS, POS_KINDS  # every encoding of model.py but learned (no study compares it)
+    assert {flag(train_steps(l), "--pos") for l in lines} == {*POS_KINDS, *MODEL_WIDE_POS, None} - {"learned"}
     assert any("--swan true" in l for l in lines) and any("--chunk_layers" in l for l in lines)
     kinds = {}
     for l in lines:  # train short, evaluate long
@@ -614,3 +615,12 @@ def test_publish_writes_the_analysis_into_results(env, tmp_path):
     assert calls(env, "analyze.py")[1][2] == [qat, "--study", "qat", "--fit_sizes", "14K,25K,39K", "--out", qat,
                                               "--out", os.path.join(res, "qat")]
     assert "PUBLISH must be 0 or 1" in sweep(env, "--post", "qat", PUBLISH="yes").stderr
+
+
+def test_sweep_qat_reference_warmdown_is_the_analysis():
+    """sweep.sh's reference and short warmdowns are the ones the analysis measures the penalty law at and
+    tests the INT4 transition with (analyze_qat.REF_WARMDOWN, SHORT_WARMDOWN): one value each."""
+    import analyze_qat
+    text = open(os.path.join(ROOT, "sweep.sh")).read()
+    ref, short = re.search(r"^QAT_REF=([\d.]+); QAT_SHORT=([\d.]+)$", text, re.M).groups()
+    assert (float(ref), float(short)) == (analyze_qat.REF_WARMDOWN, analyze_qat.SHORT_WARMDOWN)
