@@ -40,7 +40,7 @@ import cli
 import data
 import train
 from cli import UserError, atomic_write, flag, parse, write_json, main as cli_main
-from model import GPT, GPTConfig, rope_dims, rope_inv_freq
+from model import POS_KINDS, GPT, GPTConfig, embedding_positions, rope_dims, rope_inv_freq
 from quant import check_bits, pack_codes, parse_clip, ptq_model, quant_targets, quantize, set_qat, unpack_codes
 
 ARTEFACT_KIND = "gpt-int-artefact"
@@ -174,19 +174,24 @@ def pos_flag(c, kind):
     return "swan true" if c.swan and kind == "nope" else f"pos {c.pos}"
 
 
+# The per-layer positional kinds (model.POS_KINDS) that a transformers architecture computes; every other
+# kind, and positions added to the embedding, is refused, so a new encoding is refused until it is mapped.
+HF_POS = ("rope", "nope")
+HF_POS_WHY = {"learned": "learned absolute positions added to the embedding",  # why, where we know
+              "sinusoidal": "sinusoidal absolute positions added to the embedding",
+              "expe-embed": "exact position values written into the embedding",
+              "alibi": "ALiBi's linear distance biases", "hope": "RoPE without its low frequencies",
+              "expe": "exact position values written into head dims"}
+
+
 def hf_unsupported(c, plan):
     """Refuse the flags that no transformers architecture computes."""
+    if embedding_positions(c):
+        refuse(f"pos {c.pos}", HF_POS_WHY.get("expe-embed" if c.pos == "expe" else c.pos,
+                                              f"{c.pos} positions added to the embedding"))
     kinds = {l.pos for l in plan}
-    if c.pos == "learned":
-        refuse("pos learned", "learned absolute positions added to the embedding")
-    if c.pos == "sinusoidal":
-        refuse("pos sinusoidal", "sinusoidal absolute positions added to the embedding")
-    if c.pos == "expe" and c.expe_on == "embed":
-        refuse("pos expe", "exact position values written into the embedding")
-    for kind, what in (("alibi", "ALiBi's linear distance biases"), ("hope", "RoPE without its low frequencies"),
-                       ("expe", "exact position values written into head dims")):
-        if kind in kinds:
-            refuse(pos_flag(c, kind), what)
+    for kind in sorted(kinds - set(HF_POS), key=lambda k: POS_KINDS.index(k) if k in POS_KINDS else len(POS_KINDS)):
+        refuse(pos_flag(c, kind), HF_POS_WHY.get(kind, f"{kind} positions, which no transformers architecture computes"))
     if c.logn_scale:
         refuse("logn_scale true", "SWAN's log-length query scaling; SmolLM3 has SWAN's layer pattern without it")
     if any(l.chunk for l in plan):

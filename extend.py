@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import cli
 import train
 from cli import UserError, flag, parse, main as cli_main
-from model import ROPE_SCALINGS, layer_plan
+from model import ROPE_SCALINGS, ROTARY_POS, layer_plan, model_from_checkpoint
 
 METHODS = ROPE_SCALINGS + ("abf", "swan")
 DEFAULT_TOKEN_FRAC = 0.05  # --train: the seed extends with a small fraction of its pretraining tokens
@@ -101,7 +101,7 @@ def check_method(mc, ec, algo):
     if ec.method in ("none", "swan"):  # swan: swan_fields checks the parent
         return
     plan = layer_plan(dataclasses.replace(mc, rope_scaling_layers=ec.layers))
-    rotary = [l for l in plan if l.pos in ("rope", "hope")]
+    rotary = [l for l in plan if l.pos in ROTARY_POS]
     if not rotary:
         raise UserError(f"--method {ec.method} changes RoPE, but no layer of this model uses RoPE "
                         f"(pos {mc.pos_pattern or mc.pos}); extend it with --method none --iters N")
@@ -128,7 +128,7 @@ def swan_fields(mc, ec):
     new = dict(swan=True, window=window)
     if ec.global_every or not (mc.window and any(l.window == 0 for l in plan)):
         new.update(global_every=ec.global_every or 4, layer_pattern="")  # else: the parent's global layers
-    return new  # train.model_from_checkpoint checks the converted config
+    return new  # model_from_checkpoint checks the converted config
 
 
 def extended_fields(mc, ec, factor):
@@ -243,7 +243,7 @@ def prepare(ec, parent, which, factor, share, out_dir, loaded=None, peak=None):
     model, parent_cfg, ckpt = loaded or train.load_run(parent, which)
     peak = parent_cfg.lr if peak is None else peak
     new, cfg = stage_config(ec, parent_cfg, model.config, factor, share, out_dir, peak)
-    model = train.model_from_checkpoint(ckpt, **new)
+    model = model_from_checkpoint(ckpt, **new)
     c = model.config
     L, block, batch, iters = c.rope_original_len or c.block_size, c.block_size, cfg.batch_size, cfg.iters
     lineage = dict(parent=parent, parent_ckpt=which, parent_step=ckpt["step"], method=ec.method,

@@ -13,7 +13,7 @@ Block Linear layers are QATLinear (quant.py): fake-quantised in the forward pass
 No path builds a T x T matrix except inside SDPA's own kernels.
 """
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import NamedTuple
 
 import torch
@@ -21,10 +21,15 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-from cli import flag
+import cli
+from cli import UserError, flag
 from quant import QATEmbedding, QATLinear, check_bits, parse_clip
 
-POS_KINDS = ("rope", "nope", "alibi", "hope", "expe")  # per-layer kinds (expe: with expe_on=qk)
+# The positional encodings, named once: every other file (extend.py, export.py, the analysis, the test of
+# sweep.sh's lists) reads these. POS_KINDS: per-layer kinds (expe: with expe_on=qk); ROTARY_POS: those that
+# rotate q and k (RoPE scaling acts on them); MODEL_WIDE_POS (below): added to the embedding.
+POS_KINDS = ("rope", "nope", "alibi", "hope", "expe")
+ROTARY_POS = ("rope", "hope")
 SINUSOIDAL_RMS = 0.02  # rms of the added sinusoidal table: the token embedding's init std (Vaswani et al. scale
 # the embedding by sqrt(d_model) to meet their amplitude-1 table; here the tied wte stays small, so the table shrinks)
 MODEL_WIDE_POS = ("learned", "sinusoidal")  # absolute, added to the embedding; expe with expe_on=embed too
@@ -54,7 +59,7 @@ class GPTConfig:
     window: int = flag(0, "sliding window (tokens) of the windowed layers; 0 = every layer global")
     global_every: int = flag(0, "with window: the last layer of each group of k is global (4 = 3:1)")
     layer_pattern: str = flag("", "explicit per-layer spans w | g, e.g. 'w,w,w,g' (overrides global_every)")
-    pos: str = flag("rope", "positions: rope | nope | alibi | hope | expe | learned | sinusoidal (absolute, added to wte)")
+    pos: str = flag("rope", f"positions: {' | '.join(POS_KINDS + MODEL_WIDE_POS)} (absolute, added to wte)")
     pos_pattern: str = flag("", "per-layer kinds overriding pos, e.g. 'rope,rope,rope,nope'")
     swan: bool = flag(False, "SWAN-GPT (arXiv 2504.08719): RoPE on windowed layers, NoPE on global layers")
     logn_scale: bool = flag(False, "SWAN: q *= max(1, ln(pos+1) / ln L_train) in global layers; read at forward time")
@@ -295,7 +300,7 @@ class Attention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         q0, k0 = q, k
         pos = self.layer.pos
-        if pos in ("rope", "hope"):
+        if pos in ROTARY_POS:
             cos, sin = pe[(pos, self.layer.scaled)]
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         elif pos == "expe":
@@ -493,7 +498,7 @@ class GPT(nn.Module):
         pe = {}
         for layer in self.plan:
             key = (layer.pos, layer.scaled)
-            if layer.pos in ("rope", "hope") and key not in pe:
+            if layer.pos in ROTARY_POS and key not in pe:
                 pe[key] = self.rope_cos_sin(T, device, hope=layer.pos == "hope", scaled=layer.scaled)
         if any(layer.pos == "expe" for layer in self.plan):
             pe["expe"] = expe_values(T, c, device)
@@ -864,3 +869,37 @@ class ChunkRetrieval(nn.Module):
                 keys = (idx[0, ..., None] * C + torch.arange(C, device=q.device)).flatten(-2)
                 A[:, a - s:].scatter_add_(-1, keys, (w[0, ..., None] * att[0]).flatten(-2).float())
             yield s, A
+
+
+# -----------------------------------------------------------------------------
+# The model as a run sees it: rebuilt from a checkpoint, described in the run record
+
+
+def model_from_checkpoint(ckpt, **overrides):
+    """Rebuild the GPT of a checkpoint; overrides change config fields (e.g. rope scaling). A
+    checkpoint this code cannot read and overrides that make an invalid model are different errors."""
+    try:
+        config = GPTConfig.from_dict(ckpt["model_config"])
+    except (ValueError, TypeError, AttributeError) as e:
+        raise UserError(f"checkpoint does not match this model code: {cli.first_line(e)}") from None
+    try:
+        config = replace(config, **overrides)
+    except (ValueError, TypeError) as e:
+        raise UserError(f"invalid model settings {', '.join(sorted(overrides))}: {cli.first_line(e)}") from None
+    model = GPT(config)
+    try:
+        model.load_state_dict(ckpt["model"])
+    except (RuntimeError, TypeError, AttributeError) as e:
+        raise UserError(f"checkpoint does not match this model code: {cli.first_line(e)}") from None
+    return model
+
+
+def hope_record(model):
+    """HoPE (arXiv 2410.21216) in the run record: how many of the rotary pairs per head it leaves
+    unrotated at the cutoff it used, or None without a HoPE layer."""
+    m = getattr(model, "module", model)
+    c = m.config
+    if not any(l.pos == "hope" for l in m.plan):
+        return None
+    return dict(pairs=m.rope_dims // 2, removed=m.hope_pairs_removed, cutoff=c.hope_cutoff or c.block_size,
+                head_dim=c.n_embd // c.n_head)

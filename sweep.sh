@@ -24,6 +24,9 @@
 #                     Gate: tests/gpu_check.py's "compile late QAT" and speed checks on the GPU type first
 #   EXTRA="..."       extra flags appended to every train.py command
 #   CHAIN=1|0         1 (default): a job's steps run in one Python process (python cli.py chain LINE), 0: in bash
+#   PUBLISH=1         after the study (and with --post), analyze.py also writes its analysis (analysis.md,
+#                     analysis.json, plots) into RESULTS/STUDY, so no stored number is copied by hand;
+#                     RESULTS=results (default; it holds the tiny studies: set another folder for SCALE=paper)
 #   MFU=0.4 GPU=H100  --cost: the utilisation and the GPU (its dense bf16 peak) of the GPU-hours; PEAK=TFLOP/s
 #                     for a device not in cost.py's table; VAL_TOKENS=N the val split (default: the bundled corpus's);
 #                     STARTUP=s seconds per process (a CPU prediction; docs/cluster.md)
@@ -65,6 +68,7 @@ PY=${PYTHON:-python}
 DATA=${DATA:-}
 EXTRA=${EXTRA:-}
 COMPILE=${COMPILE:-}
+RESULTS=${RESULTS:-results}  # PUBLISH=1: where the analysis is also written (RESULTS/STUDY)
 
 STOP_RC=75  # a job stopped by a signal at a step boundary, its checkpoint written (train.py: cli.STOPPED)
 die() { echo "sweep.sh: $*" >&2; exit 2; }
@@ -81,6 +85,7 @@ if [[ -z $COMPILE ]]; then [[ $SCALE == paper ]] && COMPILE=1 || COMPILE=0; fi
 case $COMPILE in 0) COMPILE_FLAG="";; 1) COMPILE_FLAG=" --compile";; *) die "COMPILE must be 0 or 1, got '$COMPILE'";; esac
 [[ $OUT == *[[:space:]]* ]] && die "OUT must not contain spaces: '$OUT'"
 [[ $OUT == /* ]] || OUT=${OUT#./}
+case ${PUBLISH:-0} in 0|1) ;; *) die "PUBLISH must be 0 or 1, got '$PUBLISH'";; esac
 
 # -----------------------------------------------------------------------------
 # Grids: each grid_<study> prints one job per line, fully expanded. A job is one command, or
@@ -147,7 +152,10 @@ qat_run() {
 # at 20 tokens per non-embedding parameter, FP16/INT4/INT3 (INT8/INT6 cost less than the seed noise at
 # this scale, INT4 3-7 seed sds, INT3 10-20); the fit sizes carry the schedule grid, the held-out sizes
 # (QAT_HELD) only the reference cell (warmdown 0.33, LR 1) where the penalty law is checked.
-QAT_WDS="0.1 0.33 0.6"
+# QAT_REF: the reference warmdown (the penalty law is measured there; analyze_qat.REF_WARMDOWN, checked
+# by tests/test_sweep.py), QAT_SHORT the short one the INT4 transition tests it against (SHORT_WARMDOWN)
+QAT_REF=0.33; QAT_SHORT=0.1
+QAT_WDS="$QAT_SHORT $QAT_REF 0.6"
 qat_axes() {
     if [[ $SCALE == tiny ]]; then
         QAT_SIZES="14K 25K 39K"; QAT_HELD="6K 55K"; QAT_LRS="1"; QAT_SEEDS="0 1 2"; QAT_BITS="16 4 3"
@@ -165,7 +173,7 @@ grid_qat() {
         done; done
     done; done; done
     for size in $QAT_HELD; do for seed in $QAT_SEEDS; do for bits in $QAT_BITS; do
-        qat_run "$d" "$size" "$bits" 0.33 1 "$seed"
+        qat_run "$d" "$size" "$bits" "$QAT_REF" 1 "$seed"
     done; done; done
 }
 
@@ -181,13 +189,13 @@ grid_qat_probes() {
     local base pbits seeds sizes sbits swds long_size long lbits int4_sizes int4_seeds int4_wds
     local lr_size lr_lrs ref_long
     if [[ $SCALE == tiny ]]; then
-        base="25K"; pbits="16 3"; seeds="0 1 2"; sizes="10K 0.1M"; sbits="16 3"; swds="0.33"
+        base="25K"; pbits="16 3"; seeds="0 1 2"; sizes="10K 0.1M"; sbits="16 3"; swds=$QAT_REF
         long_size=14K; long="3"; lbits="16 3"; int4_sizes=""; int4_seeds=""; int4_wds=""
         lr_size=25K; lr_lrs="0.5 2"; ref_long="14K:9 25K:3"
     else
         base="15M 50M"; pbits=$QAT_BITS; seeds="0 1 2"; sizes="5M 8M 175M 250M 350M"; sbits=$QAT_BITS; swds=$QAT_WDS
         long_size=15M; long="3 9"; lbits="16 6"
-        int4_sizes="3M 5M 8M 15M 20M 30M 50M 100M"; int4_seeds="0 1 2 3 4 5 6 7 8 9"; int4_wds="0.1 0.33"
+        int4_sizes="3M 5M 8M 15M 20M 30M 50M 100M"; int4_seeds="0 1 2 3 4 5 6 7 8 9"; int4_wds="$QAT_SHORT $QAT_REF"
         lr_size=""; lr_lrs=""; ref_long=""  # the paper grid has 4 LRs, and 3x / 9x at every warmdown
     fi
     {
@@ -195,11 +203,11 @@ grid_qat_probes() {
         for wd in $QAT_WDS; do qat_run "$d" "$size" "$bits" "$wd" "$lr" "$seed"; done
     done; done; done; done
     for sm in $ref_long; do for bits in $lbits; do for seed in $seeds; do
-        qat_run "$d" "${sm%:*}" "$bits" 0.33 1 "$seed" --long "${sm#*:}"
+        qat_run "$d" "${sm%:*}" "$bits" "$QAT_REF" 1 "$seed" --long "${sm#*:}"
     done; done; done
     for size in $base; do for bits in $pbits; do for seed in $seeds; do
         for wd in $QAT_WDS; do qat_run "$d" "$size" "$bits" "$wd" 1 "$seed" --optimizer adamw; done
-        qat_run "$d" "$size" "$bits" 0.33 1 "$seed" --schedule cosine   # warmdown unused by cosine
+        qat_run "$d" "$size" "$bits" "$QAT_REF" 1 "$seed" --schedule cosine   # warmdown unused by cosine
     done; done; done
     for bits in $lbits; do for seed in $seeds; do for wd in $QAT_WDS; do
         for m in $long; do qat_run "$d" "$long_size" "$bits" "$wd" 1 "$seed" --long "$m"; done
@@ -618,6 +626,10 @@ post() {
     fi
     note "analysis: $PY analyze.py ${folders[*]} ${flags[*]}"
     $PY analyze.py "${folders[@]}" "${flags[@]}" || rc=$?
+    if [[ ${PUBLISH:-0} == 1 && $rc == 0 ]]; then  # the same analysis, written by analyze.py into RESULTS/STUDY
+        note "publishing: $PY analyze.py ${folders[*]} ${flags[*]} --out $RESULTS/$study"
+        $PY analyze.py "${folders[@]}" "${flags[@]}" --out "$RESULTS/$study" || rc=$?  # the later --out wins
+    fi
     return $rc
 }
 

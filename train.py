@@ -17,7 +17,7 @@ import math
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import torch
@@ -26,7 +26,7 @@ import cli
 import data
 import tasks
 from cli import UserError, flag, parse, write_json, atomic_write, main as cli_main
-from model import GPT, GPTConfig, SIZES
+from model import GPT, GPTConfig, SIZES, hope_record, model_from_checkpoint
 from quant import frozen, ptq_eval, set_qat, check_bits
 
 # The final evaluation's budget: 2^23 tokens holds the whole val split of the bundled corpus (0.2-0.3M
@@ -97,16 +97,6 @@ class TrainConfig:
 FREE_ON_RESUME = ("resume", "quiet", "overwrite", "compile", "out_dir", "cache_dir", "dist_timeout", "ptq_bits",
                   "final_eval_tokens", "eval_batch_tokens")
 
-
-def hope_record(model):
-    """HoPE (arXiv 2410.21216) in the run record: how many of the rotary pairs per head it leaves
-    unrotated at the cutoff it used, or None without a HoPE layer."""
-    m = getattr(model, "module", model)
-    c = m.config
-    if not any(l.pos == "hope" for l in m.plan):
-        return None
-    return dict(pairs=m.rope_dims // 2, removed=m.hope_pairs_removed, cutoff=c.hope_cutoff or c.block_size,
-                head_dim=c.n_embd // c.n_head)
 
 
 # -----------------------------------------------------------------------------
@@ -706,24 +696,6 @@ def load_checkpoint(path):
 CKPT_SCHEMA = dict(model=dict, model_config=dict, train_config=dict, step=int, optimizers=list, rng=dict)
 
 
-def model_from_checkpoint(ckpt, **overrides):
-    """Rebuild the GPT of a checkpoint; overrides change config fields (e.g. rope scaling). A
-    checkpoint this code cannot read and overrides that make an invalid model are different errors."""
-    try:
-        config = GPTConfig.from_dict(ckpt["model_config"])
-    except (ValueError, TypeError, AttributeError) as e:
-        raise UserError(f"checkpoint does not match this model code: {cli.first_line(e)}") from None
-    try:
-        config = replace(config, **overrides)
-    except (ValueError, TypeError) as e:
-        raise UserError(f"invalid model settings {', '.join(sorted(overrides))}: {cli.first_line(e)}") from None
-    model = GPT(config)
-    try:
-        model.load_state_dict(ckpt["model"])
-    except (RuntimeError, TypeError, AttributeError) as e:
-        raise UserError(f"checkpoint does not match this model code: {cli.first_line(e)}") from None
-    return model
-
 
 def checkpoint_file(which):
     """final | warmdown | a --save_at fraction (0.25) -> the file name in a run folder."""
@@ -759,6 +731,7 @@ def load_run(run, which="final", **overrides):
     return model_from_checkpoint(ckpt, **overrides), config_from_checkpoint(ckpt), ckpt
 
 
+
 def read_result(run):
     """A finished run's result.json as a dict. Raises UserError."""
     try:
@@ -766,6 +739,7 @@ def read_result(run):
             return json.load(f)
     except (OSError, ValueError) as e:
         raise UserError(f"unreadable {os.path.join(run, 'result.json')}: {type(e).__name__}") from None
+
 
 # -----------------------------------------------------------------------------
 # Checks of the configuration

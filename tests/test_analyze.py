@@ -1,4 +1,4 @@
-"""Tests for analyze.py: statistics against hand-worked numbers, and the CLI on synthetic runs."""
+"""Tests for analyze.py: the study helpers by hand, and the CLI on synthetic runs (the statistics: test_stats.py)."""
 import itertools
 import json
 import math
@@ -11,112 +11,28 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import analyze  # noqa: E402
-
-# t_{0.975, 2} = 0.95 * sqrt(2 / (4 * 0.975 * 0.025)) in closed form for 2 dof (as scipy.stats.t.ppf gives it)
-T975_DF2 = 4.302652729749464
+import analyze_encodings  # noqa: E402
+import analyze_longctx  # noqa: E402
+import studyio  # noqa: E402
+import stats  # noqa: E402
+from scipy import stats as scistats  # noqa: E402
 
 
 # -----------------------------------------------------------------------------
-# statistics by hand
-
-def test_paired_z_by_hand():
-    # d = [0.5, -0.5, 1.0], mean 1/3, deviations 1/6, -5/6, 2/3 -> var = (1 + 25 + 16)/36 / 2 = 7/12
-    # z = (1/3) / (sqrt(7/12) / sqrt(3)) = 2 / sqrt(7)
-    r = analyze.paired_z([1.0, 2.0, 3.0], [0.5, 2.5, 2.0])
-    assert r["z"] == pytest.approx(2 / math.sqrt(7))
-    assert r["mean_diff"] == pytest.approx(1 / 3)
-    assert (r["n"], r["wins_a"], r["wins_b"]) == (3, 1, 2)
-
-
-def test_paired_z_degenerate():
-    assert analyze.paired_z([1.0, 2.0], [0.5, 1.5])["z"] == math.inf  # sd 0, A worse on every seed
-    assert analyze.paired_z([1.0, 2.0], [1.5, 2.5])["z"] == -math.inf
-    assert math.isnan(analyze.paired_z([1.0, 2.0], [1.0, 2.0])["z"])  # no difference at all
-    r = analyze.paired_z([1.0], [2.0])
-    assert math.isnan(r["z"]) and r["n"] == 1 and r["wins_a"] == 1
-    assert math.isnan(analyze.paired_z([], [])["z"])
-    with pytest.raises(ValueError):
-        analyze.paired_z([1.0, 2.0], [1.0])
-
-
-def test_loglinear_fit_by_hand():
-    # ln x = 0, 1, 2, 3; y = 1, 2, 2, 4: xbar = 1.5, sxx = 2.25 + 0.25 + 0.25 + 2.25 = 5, ybar = 2.25
-    # sxy = 1.5*1.25 + 0.5*0.25 - 0.5*0.25 + 1.5*1.75 = 4.5 -> beta = 0.9, alpha = 2.25 - 0.9*1.5 = 0.9
-    # fitted 0.9, 1.8, 2.7, 3.6; residuals 0.1, 0.2, -0.7, 0.4; SSE = 0.70, s = sqrt(0.70 / 2)
-    # SST = 1.5625 + 0.0625 + 0.0625 + 3.0625 = 4.75, R^2 = 1 - 0.70/4.75
-    fit = analyze.loglinear_fit(np.exp([0.0, 1.0, 2.0, 3.0]), [1.0, 2.0, 2.0, 4.0])
-    assert fit["n"] == 4
-    for k, v in dict(alpha=0.9, beta=0.9, s=math.sqrt(0.35), xbar=1.5, sxx=5.0, r2=1 - 0.70 / 4.75).items():
-        assert fit[k] == pytest.approx(v), k
-
-
-def test_loglinear_fit_rejects_bad_input():
-    with pytest.raises(ValueError, match="n >= 3"):
-        analyze.loglinear_fit([1.0, 2.0], [0.1, 0.2])
-    with pytest.raises(ValueError):
-        analyze.loglinear_fit([1.0, 0.0, 2.0], [0.1, 0.2, 0.3])  # ln 0
-    with pytest.raises(ValueError):
-        analyze.loglinear_fit([5.0, 5.0, 5.0], [0.1, 0.2, 0.3])  # sxx = 0
-
-
-def test_predict_interval_by_hand():
-    fit = analyze.loglinear_fit(np.exp([0.0, 1.0, 2.0, 3.0]), [1.0, 2.0, 2.0, 4.0])
-    # at ln x0 = 4: yhat = 0.9 + 0.9*4 = 4.5; half = t * sqrt(0.35) * sqrt(1 + 1/4 + (4 - 1.5)^2 / 5)
-    #             = t * sqrt(0.35) * sqrt(2.5)
-    half = T975_DF2 * math.sqrt(0.35 * 2.5)
-    yhat, lo, hi = analyze.predict_interval(fit, [math.exp(4.0), math.exp(1.5)])
-    assert yhat[0] == pytest.approx(4.5) and lo[0] == pytest.approx(4.5 - half) and hi[0] == pytest.approx(4.5 + half)
-    # at the centre ln x0 = xbar: yhat = 0.9 + 1.35 = 2.25, half = t * sqrt(0.35) * sqrt(1.25)
-    assert hi[1] - yhat[1] == pytest.approx(T975_DF2 * math.sqrt(0.35 * 1.25))
-    # level 0.5 is narrower
-    _, lo50, hi50 = analyze.predict_interval(fit, [math.exp(4.0)], level=0.5)
-    assert hi50[0] - lo50[0] < hi[0] - lo[0]
-
-
-def test_r2_and_loo_r2_by_hand():
-    # x = 0, 1, 2; y = 0, 2, 1; ybar = 1, SST = 2
-    # in sample: slope = ((-1)(-1) + 0 + (1)(0)) / 2 = 0.5, intercept 0.5: residuals -0.5, 1, -0.5 -> SSE 1.5
-    assert analyze.r2_in_sample([0.0, 1.0, 2.0], [0.0, 2.0, 1.0]) == pytest.approx(1 - 1.5 / 2)
-    # leave out x=0: line through (1,2),(2,1) predicts 3 -> error -3
-    # leave out x=1: line through (0,0),(2,1) predicts 0.5 -> error 1.5
-    # leave out x=2: line through (0,0),(1,2) predicts 4 -> error -3
-    # R^2_LOO = 1 - (9 + 2.25 + 9) / 2
-    assert analyze.loo_r2([0.0, 1.0, 2.0], [0.0, 2.0, 1.0]) == pytest.approx(1 - 20.25 / 2)
-
-
-def test_loo_r2_explicit_refit_2d():
-    X = np.array([[0, 1], [1, 0], [1, 1], [2, 0], [0, 0], [2, 1]], dtype=float)
-    y = np.array([1.0, 2.5, 2.0, 4.2, 0.3, 3.1])
-    press = 0.0
-    for i in range(len(y)):  # refit OLS with intercept without row i, predict row i
-        keep = np.arange(len(y)) != i
-        A = np.column_stack([np.ones(keep.sum()), X[keep]])
-        coef = np.linalg.solve(A.T @ A, A.T @ y[keep])
-        press += (y[i] - np.r_[1.0, X[i]] @ coef) ** 2
-    expected = 1 - press / ((y - y.mean()) ** 2).sum()
-    assert analyze.loo_r2(X, y) == pytest.approx(expected)
-    # independent check, the hat-matrix shortcut: e_i / (1 - h_ii)
-    A = np.column_stack([np.ones(len(y)), X])
-    H = A @ np.linalg.solve(A.T @ A, A.T)
-    e = y - H @ y
-    assert analyze.loo_r2(X, y) == pytest.approx(1 - ((e / (1 - np.diag(H))) ** 2).sum() / ((y - y.mean()) ** 2).sum())
-    assert math.isnan(analyze.loo_r2([1.0, 2.0], [1.0, 2.0]))  # n < 3
-    assert math.isnan(analyze.r2_in_sample([1.0, 2.0], [1.0, 3.0]))  # 2 points, 2 coefficients: saturated
-    assert math.isnan(analyze.loo_r2([1.0, 2.0, 3.0], [5.0, 5.0, 5.0]))  # constant y
-
+# study helpers by hand (the statistics themselves: tests/test_stats.py)
 
 def test_feature_count():
     llama = {"n_head": 8, "n_kv_head": 8, "qk_norm": "none", "window": 0}
-    assert analyze.feature_count(llama, 1024, 512) == 0
-    assert analyze.feature_count(llama, 512, 512) == 1  # shorter pretraining context
+    assert analyze_longctx.feature_count(llama, 1024, 512) == 0
+    assert analyze_longctx.feature_count(llama, 512, 512) == 1  # shorter pretraining context
     worst = {"n_head": 8, "n_kv_head": 2, "qk_norm": "head", "window": 64, "global_every": 4}
-    assert analyze.feature_count(worst, 512, 512) == 4
-    assert analyze.feature_count({**worst, "qk_norm": "layer"}, 1024, 512) == 3
-    assert analyze.feature_count({"n_head": 4}, 512, None) == 0  # missing fields, single context
-    assert analyze.feature_count({}, None, 512) == 0
+    assert analyze_longctx.feature_count(worst, 512, 512) == 4
+    assert analyze_longctx.feature_count({**worst, "qk_norm": "layer"}, 1024, 512) == 3
+    assert analyze_longctx.feature_count({"n_head": 4}, 512, None) == 0  # missing fields, single context
+    assert analyze_longctx.feature_count({}, None, 512) == 0
     # an extended run keeps its pretraining length in rope_original_len
-    assert analyze.pretrain_block({"model_config": {"rope_original_len": 128}, "config": {"block_size": 512}}) == 128
-    assert analyze.pretrain_block({"model_config": {"rope_original_len": 0}, "config": {"block_size": 512}}) == 512
+    assert studyio.pretrain_block({"model_config": {"rope_original_len": 128}, "config": {"block_size": 512}}) == 128
+    assert studyio.pretrain_block({"model_config": {"rope_original_len": 0}, "config": {"block_size": 512}}) == 512
 
 
 # -----------------------------------------------------------------------------
@@ -280,6 +196,10 @@ def test_longctx_planted_additive_effects_recovered(tmp_path):
     (v,) = o["variants"]
     assert v["recipe"].startswith("yarn 2-stage") and v["n"] == 16 and v["minus_main"] == pytest.approx(0.02)
     assert "gap" in lc["outcomes"] and "retrieval" not in lc["outcomes"]  # no retrieval measured
+    # an outcome with no value in any row is reported as such, with its eval.json key, never dropped silently
+    assert "retrieval" in lc["empty_outcomes"] and "loss" not in lc["empty_outcomes"]
+    assert "no value in any run of the main recipe: " in (tmp_path / "analysis.md").read_text()
+    assert "retrieval (eval.json target.retrieval)" in (tmp_path / "analysis.md").read_text()
     pre = {p["predictor"]: p for p in o["predictors"]}
     assert set(pre) >= {"train_loss_smooth", "val_loss", "pre-extension loss", "sink_rate", "sink_strength"}
     assert pre["pre-extension loss"]["r2"] > 0.95  # the parent's target loss carries the planted effects
@@ -374,7 +294,7 @@ def test_longctx_end_to_end_on_the_tiny_grid(tmp_path):
     assert analyze.main([str(out / "longctx")]) == 0
     lc = json.loads((out / "longctx" / "analysis.json").read_text())["longctx"]
     assert set(lc) == {"contexts", "short_block", "extensions", "main_recipe", "recipes", "runs", "outcomes",
-                       "gain", "flagged_recipes", "sinks", "retrieval"}
+                       "gain", "flagged_recipes", "sinks", "retrieval", "empty_outcomes"}
     rt = lc["retrieval"]  # learned in distribution in every cell; the planted SWA effect spans > 3 init sds
     assert rt["usable"] and rt["n_learned"] == 16 and rt["spans_3sd"] and rt["samples_per_run"] == [130]
     assert all(c["half_width"] <= 0.05 and c["n"] == 3 and c["samples"] == 390 for c in rt["cells"])
@@ -421,20 +341,19 @@ def test_longctx_retrieval_gate_and_span():
     said so; learned cells whose means differ by less than 3 init sds: said so; the sample rule."""
     rows = [{"cell": c, "seed": s, "exact": 0.2 + 0.01 * s + 0.005 * int(c, 2), "exact_n": 130, "id_exact": idx}
             for c in ("0000", "0001", "1000") for s in (0, 1, 2) for idx in [0.3 if c == "0001" else 0.95]]
-    r = analyze.retrieval_report(rows)
+    r = analyze_longctx.retrieval_report(rows)
     assert r["n_learned"] == 2 and not r["usable"] and "in 2 of 3 cells only" in r["verdict"]
     assert [c["learned"] for c in r["cells"]] == [True, False, True]
-    r = analyze.retrieval_report([dict(w, id_exact=0.2) for w in rows])
+    r = analyze_longctx.retrieval_report([dict(w, id_exact=0.2) for w in rows])
     assert r["n_learned"] == 0 and "not learned in distribution" in r["verdict"] and "chance" in r["verdict"]
-    r = analyze.retrieval_report([dict(w, id_exact=1.0) for w in rows])  # range 0.04, init sd 0.01: 4 sds
+    r = analyze_longctx.retrieval_report([dict(w, id_exact=1.0) for w in rows])  # range 0.04, init sd 0.01: 4 sds
     assert r["usable"] and r["spans_3sd"] and r["init_sd"] == pytest.approx(0.01)
-    r = analyze.retrieval_report([dict(w, id_exact=1.0, exact=w["exact"] - (0.02 if w["cell"] == "1000" else 0))
+    r = analyze_longctx.retrieval_report([dict(w, id_exact=1.0, exact=w["exact"] - (0.02 if w["cell"] == "1000" else 0))
                                   for w in rows])  # range 0.02 < 3 x 0.01
     assert not r["spans_3sd"] and "do not span" in r["verdict"]
     c = r["cells"][0]  # the binomial sampling CI of a mean over 3 runs of 130 samples each
     assert c["half_width"] == pytest.approx(1.96 * math.sqrt(sum(p * (1 - p) / 130 for p in (0.20, 0.21, 0.22))) / 3, rel=1e-3)
-    assert analyze.samples_for_ci(3) == 129 and analyze.samples_for_ci(1) == 385
-    assert analyze.retrieval_report([dict(w, exact=None) for w in rows]) is None
+    assert analyze_longctx.retrieval_report([dict(w, exact=None) for w in rows]) is None
 
 
 def test_longctx_retrieval_learned_half_is_analysed_as_a_subfactorial():
@@ -444,20 +363,20 @@ def test_longctx_retrieval_learned_half_is_analysed_as_a_subfactorial():
     rows = []
     for cell in itertools.product((0, 1), repeat=4):
         c = "".join(map(str, cell))
-        feats = dict(zip(analyze.FEATURES, cell))
+        feats = dict(zip(analyze_longctx.FEATURES, cell))
         for seed in range(3):
             y = 0.4 - 0.2 * feats["qk_norm"] + 0.3 * feats["swa"] + 0.01 * (seed - 1) * (1 + int(c, 2) % 3)
             rows.append({"cell": c, "seed": seed, **feats, "exact": y, "retrieval": y, "exact_n": 130,
                          "id_exact": 1.0 if feats["short_ctx"] else 0.4})
-    r = analyze.retrieval_report(rows)
+    r = analyze_longctx.retrieval_report(rows)
     assert not r["usable"] and r["n_learned"] == 8
-    sub = analyze.learned_subfactorial(rows, r)
+    sub = analyze_longctx.learned_subfactorial(rows, r)
     assert sub["fixed"] == {"short_ctx": 1} and sub["features"] == ["qk_norm", "gqa", "swa"] and len(sub["cells"]) == 8
     eff = {e["feature"]: e["effect"] for e in sub["report"]["effects"]}
     assert eff == pytest.approx({"qk_norm": -0.2, "gqa": 0.0, "swa": 0.3}, abs=1e-9)
     assert sub["report"]["n"] == 24 and sub["spans_3sd"] and sub["cell_mean_range"] == pytest.approx(0.5)
     one_off = [dict(w, id_exact=0.4) if w["cell"] == "0011" else w for w in rows]  # a learned-half cell fails
-    assert analyze.learned_subfactorial(one_off, analyze.retrieval_report(one_off)) is None
+    assert analyze_longctx.learned_subfactorial(one_off, analyze_longctx.retrieval_report(one_off)) is None
 
 
 def write_json_run(folder, res, ev):
@@ -467,38 +386,6 @@ def write_json_run(folder, res, ev):
     if ev is not None:
         with open(os.path.join(folder, "eval.json"), "w") as f:
             json.dump(ev, f)
-
-
-def test_factorial_statistics_by_hand():
-    Z = np.array(list(itertools.product((0, 1), repeat=2)) * 2)
-    X, names = analyze.factorial_design(Z, "pairwise", ["a", "b"])
-    assert names == ["a", "b", "a:b"] and X[:, 2].tolist() == (Z[:, 0] * Z[:, 1]).tolist()
-    assert analyze.factorial_design(Z, "count")[0][:, 0].tolist() == Z.sum(1).tolist()
-    y = np.array([1.0, 2.0, 3.0, 4.5, 1.2, 2.2, 2.8, 4.7])
-    fit = analyze.ols(Z, y, ["a", "b"])
-    A = np.column_stack([np.ones(8), Z])
-    beta = np.linalg.solve(A.T @ A, A.T @ y)
-    s2 = ((y - A @ beta) ** 2).sum() / 5
-    se = np.sqrt(np.diag(np.linalg.inv(A.T @ A)) * s2)
-    t = analyze.stats.t.ppf(0.975, 5)
-    assert [c["est"] for c in fit["coefs"]] == pytest.approx(beta.tolist())
-    assert [c["hi"] - c["est"] for c in fit["coefs"]] == pytest.approx((t * se).tolist())
-    big = analyze.ols(X, y)
-    F = ((fit["sse"] - big["sse"]) / 1) / (big["sse"] / 4)
-    assert analyze.nested_f(fit, big)["F"] == pytest.approx(F) and fit["dof"] == 5 and big["dof"] == 4
-    # leave-one-cell-out: each group of rows is refitted without it
-    g = [0, 1, 2, 3, 0, 1, 2, 3]
-    press = 0.0
-    for k in range(4):
-        keep = np.array(g) != k
-        b = np.linalg.lstsq(A[keep], y[keep], rcond=None)[0]
-        press += ((y[~keep] - A[~keep] @ b) ** 2).sum()
-    assert analyze.loo_r2(Z, y, g) == pytest.approx(1 - press / ((y - y.mean()) ** 2).sum())
-    # remove-one: increments of the (1, 1) cell over (0, 1) and (1, 0), pooled variance
-    rem = analyze.remove_one(Z, y, s2=0.01, dof=4)
-    a = rem["increments"][0]
-    assert a["increment"] == pytest.approx(np.mean([4.5, 4.7]) - np.mean([2.0, 2.2]))
-    assert a["hi"] - a["increment"] == pytest.approx(analyze.stats.t.ppf(0.975, 4) * 0.1)
 
 
 def test_empty_folder_exit_2(tmp_path):
@@ -792,18 +679,18 @@ def test_a_run_of_one_study_is_in_no_other_studys_section(tmp_path, capsys):
 def test_one_rule_for_better_the_paired_t_test_over_three_seeds():
     """better / worse needs the paired t test at p < 0.05 over >= 3 seeds and a gap of at least the
     margin; every seed agreeing is not enough (two seeds), nor is a consistent gap on noisy seeds."""
-    acc = lambda a, b: analyze.paired_acc(dict(enumerate(a)), dict(enumerate(b)))
+    acc = lambda a, b: stats.paired_acc(dict(enumerate(a)), dict(enumerate(b)))
     clear = acc([0.5, 0.6, 0.7], [0.1, 0.0, 0.2])
-    assert clear["p"] == pytest.approx(2 * analyze.stats.t.sf(0.5 / (0.1 / math.sqrt(3)), 2))
-    assert analyze.score_verdict(clear, "rope", 0.05) == "better than rope"
-    assert analyze.score_verdict(acc([0.1, 0.0, 0.2], [0.5, 0.6, 0.7]), "rope", 0.05) == "worse than rope"
+    assert clear["p"] == pytest.approx(2 * scistats.t.sf(0.5 / (0.1 / math.sqrt(3)), 2))
+    assert analyze_encodings.score_verdict(clear, "rope", 0.05) == "better than rope"
+    assert analyze_encodings.score_verdict(acc([0.1, 0.0, 0.2], [0.5, 0.6, 0.7]), "rope", 0.05) == "worse than rope"
     two = acc([0.9, 0.8], [0.1, 0.2])  # every seed higher, but two seeds
-    assert analyze.score_verdict(two, "rope", 0.05) == "not distinguishable from rope (Δ +0.700, 2 seeds, fewer than 3)"
+    assert analyze_encodings.score_verdict(two, "rope", 0.05) == "not distinguishable from rope (Δ +0.700, 2 seeds, fewer than 3)"
     noisy = acc([0.30, 0.10, 0.45], [0.10, 0.08, 0.12])  # all three higher, z 1.8 (as SWAN on sort): p 0.18
-    assert noisy["wins"] == 3 and not analyze.distinguishable(noisy)
-    assert analyze.score_verdict(noisy, "rope", 0.05) == "not distinguishable from rope (Δ +0.183, paired t p=0.18)"
+    assert noisy["wins"] == 3 and not stats.distinguishable(noisy)
+    assert analyze_encodings.score_verdict(noisy, "rope", 0.05) == "not distinguishable from rope (Δ +0.183, paired t p=0.18)"
     small = acc([0.11, 0.115, 0.12], [0.10, 0.10, 0.10])  # distinguishable, but below the margin
-    assert analyze.distinguishable(small) and "|Δ| < 0.05" in analyze.score_verdict(small, "rope", 0.05)
+    assert stats.distinguishable(small) and "|Δ| < 0.05" in analyze_encodings.score_verdict(small, "rope", 0.05)
 
 
 def write_threshold_run(root, task, n_layer, N, seed, in_dist, at_2x, at_3x):
@@ -911,7 +798,7 @@ def test_posenc_chunk_ablation_text_runs_compare_loss_past_training(tmp_path):
 
 
 def test_vs_baseline_pairs_a_cell_with_its_named_baseline(tmp_path):
-    """cells[].vs_baseline (analyze.BASELINES): lengen pairs the sinusoidal cell's score with NoPE's;
+    """cells[].vs_baseline (analyze_encodings.BASELINES): lengen pairs the sinusoidal cell's score with NoPE's;
     posenc pairs chunk attention's loss with SWAN's at every length, the verdict on the mean past
     training (lower is better); a cell without a baseline encoding has none."""
     lg_dir, pe_dir = tmp_path / "lengen", tmp_path / "posenc"

@@ -283,3 +283,16 @@ def test_every_paper_longctx_cell_shape_exports(enc512, tmp_path):
                 export.write_hf(model, enc512, str(tmp_path / f"cell{i}_g"))
         else:  # every layer is global: the same model as scaling all
             export.write_hf(model, enc512, str(tmp_path / f"cell{i}_g"))
+
+
+def test_hf_refuses_a_positional_kind_it_does_not_know():
+    """export.py lists what transformers computes (HF_POS), not what it refuses: a kind it has never
+    heard of (a new encoding not yet mapped) is refused, as are the kinds of model.py outside HF_POS."""
+    from types import SimpleNamespace as NS
+    import model
+    c = NS(pos="xpos", pos_pattern="", swan=False, expe_on="qk", logn_scale=False, chunk_layers="")
+    with pytest.raises(export.UserError, match="pos xpos has no exact transformers counterpart"):
+        export.hf_unsupported(c, [NS(pos="xpos", chunk=False)])
+    for kind in set(model.POS_KINDS) - set(export.HF_POS):
+        with pytest.raises(export.UserError, match=f"pos {kind}"):
+            export.hf_unsupported(NS(**{**vars(c), "pos": kind}), [NS(pos=kind, chunk=False)])

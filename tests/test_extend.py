@@ -13,7 +13,7 @@ import torch
 from conftest import ROOT, tiny_config
 import extend
 import train
-from model import GPT, rope_inv_freq
+from model import GPT, model_from_checkpoint, rope_inv_freq
 
 CASES = [(16, 1e4, 4, 64), (32, 5e5, 8, 256), (64, 1e4, 2, 4096)]  # (head_dim, theta, factor, L)
 
@@ -234,7 +234,7 @@ def test_every_positional_variant_extends(parent, tmp_path, name, model, method,
     r = run_extend(args + (["--theta", "5e5"] if method == "abf" else []))
     assert math.isfinite(r["metrics"]["val_loss"]) and r["model_config"]["block_size"] == 64
     assert r["steps"] == iters and r["lineage"]["method"] == method
-    m = train.model_from_checkpoint(train.load_checkpoint(os.path.join(out, "ckpt.pt")))
+    m = model_from_checkpoint(train.load_checkpoint(os.path.join(out, "ckpt.pt")))
     if method in ("ntk", "yarn", "pi", "llama3"):  # the scaled frequencies, relative to the pretraining length
         assert torch.equal(m.inv_freq, rope_inv_freq(m.rope_dims, 1e4, method, 2.0, 32)[0].float())
     if method == "abf":
@@ -251,8 +251,8 @@ def test_longer_block_leaves_the_function_unchanged_within_L(parent, tmp_path, n
     p = parent(name, **model)
     out = str(tmp_path / "n")
     run_extend([p, "--method", "none", "--factor", "4", "--out_dir", out])
-    a = train.model_from_checkpoint(train.load_checkpoint(os.path.join(p, "ckpt.pt")))
-    b = train.model_from_checkpoint(train.load_checkpoint(os.path.join(out, "ckpt.pt")))
+    a = model_from_checkpoint(train.load_checkpoint(os.path.join(p, "ckpt.pt")))
+    b = model_from_checkpoint(train.load_checkpoint(os.path.join(out, "ckpt.pt")))
     x = torch.randint(0, 500, (2, 32))
     assert torch.equal(a(x)[0], b(x)[0])
 
@@ -261,7 +261,7 @@ def test_layers_global_keeps_windowed_layers_rope(parent, tmp_path):
     p = parent("windowed", window=8, global_every=2)
     out = str(tmp_path / "g")
     run_extend([p, "--method", "yarn", "--factor", "4", "--layers", "global", "--out_dir", out])
-    m = train.model_from_checkpoint(train.load_checkpoint(os.path.join(out, "ckpt.pt")))
+    m = model_from_checkpoint(train.load_checkpoint(os.path.join(out, "ckpt.pt")))
     assert [(l.window, l.scaled) for l in m.plan] == [(8, False), (0, True)]
     plain = GPT(dataclasses.replace(m.config, rope_scaling="none", rope_factor=1.0))
     pe, pe0 = m.positions(128, "cpu"), plain.positions(128, "cpu")
@@ -287,8 +287,8 @@ def test_swan_conversion_keeps_weights_and_changes_only_the_plan(parent, tmp_pat
     assert (mc["swan"], mc["window"], mc["global_every"], mc["block_size"], mc["logn_scale"]) == (True, 8, 2, 32, False)
     lin = r["lineage"]
     assert (lin["method"], lin["window"], lin["global_every"], lin["parent"], r["steps"]) == ("swan", 8, 2, p, 0)
-    a = train.model_from_checkpoint(train.load_checkpoint(os.path.join(p, "ckpt.pt")))
-    b = train.model_from_checkpoint(train.load_checkpoint(os.path.join(out, "ckpt.pt")))
+    a = model_from_checkpoint(train.load_checkpoint(os.path.join(p, "ckpt.pt")))
+    b = model_from_checkpoint(train.load_checkpoint(os.path.join(out, "ckpt.pt")))
     assert [(l.window, l.pos) for l in a.plan] == [(0, "rope"), (0, "rope")]
     assert [(l.window, l.pos) for l in b.plan] == [(8, "rope"), (0, "nope")]  # RoPE windowed, NoPE global
     sa, sb = a.state_dict(), b.state_dict()

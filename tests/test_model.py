@@ -9,7 +9,7 @@ import torch.nn.functional as F
 import train
 from conftest import tiny_config
 from model import (GPT, GPTConfig, QATLinear, alibi_attention, alibi_slopes, apply_rope, attend,
-                   band_attention, layer_plan)
+                   band_attention, hope_record, layer_plan)
 
 V = 64
 
@@ -194,9 +194,9 @@ def test_hope_keeps_high_frequencies_and_freezes_low_ones():
     assert torch.equal(y[..., lo_dims], x[..., lo_dims])
     # default cutoff is block_size
     assert torch.equal(GPT(cfg(pos="hope", n_head=2, n_kv_head=2)).hope_keep, (wavelen <= 32).float())
-    # the run record counts the pairs HoPE leaves unrotated (train.hope_record); none without HoPE layers
-    assert train.hope_record(m) == dict(pairs=8, removed=int(lo.sum()), cutoff=16, head_dim=16)
-    assert 0 < int(lo.sum()) < 8 and train.hope_record(GPT(cfg())) is None
+    # the run record counts the pairs HoPE leaves unrotated (model.hope_record); none without HoPE layers
+    assert hope_record(m) == dict(pairs=8, removed=int(lo.sum()), cutoff=16, head_dim=16)
+    assert 0 < int(lo.sum()) < 8 and hope_record(GPT(cfg())) is None
 
 
 def test_hope_model_uses_hope_tables():

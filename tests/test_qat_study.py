@@ -14,6 +14,7 @@ import torch
 
 from conftest import ROOT
 import analyze
+import analyze_qat
 import train
 from model import GPT
 
@@ -169,48 +170,7 @@ def test_tiny_grid_end_to_end(tmp_path):
     assert [r["size"] for r in t["rows"]] == ["14K", "25K", "39K"]
 
 
-def test_seed_noise_check_by_hand():
-    n = [1e4, 2e4, 4e4]
-    exact = [(x, 0.5 - 0.03 * math.log(x), 0.01, 3) for x in n]
-    sc = analyze.seed_noise_check(exact, [(8e4, 0.5 - 0.03 * math.log(8e4) + 0.02, 0.01, 3)])
-    assert sc["chi2"] == pytest.approx(0, abs=1e-9) and sc["p_lack_of_fit"] == pytest.approx(1.0)
-    assert sc["beta"] == pytest.approx(-0.03) and sc["dof"] == 1
-    # held-out z = 0.02 / sqrt(0.01^2 / 3 + var of the prediction): positive, about 2-3.5
-    assert 1.5 < sc["held"][0]["z"] < 3.5
-    bent = exact[:2] + [(4e4, exact[2][1] + 0.05, 0.01, 3)]  # 0.05 off at se 0.0058: a clear lack of fit
-    assert analyze.seed_noise_check(bent, [])["p_lack_of_fit"] < 1e-3
-    assert analyze.seed_noise_check(exact[:2], []) is None  # 2 points: no check
-
-
 # ---------------------------------------------------------------- the referee's statistics
-
-def test_lack_of_fit_f_by_hand():
-    """Three sizes, three seeds: MS_pe from the within-size deviations, MS_lof from the means' residuals."""
-    groups = [[1.0, 1.2, 1.1], [2.0, 2.2, 2.4], [2.6, 2.9, 3.2]]
-    fitted = [1.0, 2.0, 3.0]
-    ss_pe = 0.02 + 0.08 + 0.18
-    ss_lof = 3 * (0.1 ** 2 + 0.2 ** 2 + 0.1 ** 2)
-    t = analyze.lack_of_fit_f(groups, fitted)
-    assert (t["df1"], t["df2"]) == (1, 6)
-    assert t["F"] == pytest.approx((ss_lof / 1) / (ss_pe / 6))
-    assert t["p"] == pytest.approx(analyze.stats.f.sf(t["F"], 1, 6))
-    assert analyze.lack_of_fit_f(groups[:2], fitted[:2]) is None  # 2 sizes, 2 coefficients: no dof
-
-
-def test_interaction_recovers_a_planted_interaction_and_stays_quiet_without():
-    rng = np.random.default_rng(0)
-    wds, seeds = (0.1, 0.33, 0.6), range(4)
-    seed_fx = {s: rng.normal(0, 0.05) for s in seeds}  # seed blocks: large, shared across cells
-    def anova(slope_b):
-        rows = [(3.0 + (0.2 if b else 0) + (slope_b if b else 0.1) * (w - 0.33) ** 2 * 10 + seed_fx[s]
-                 + rng.normal(0, 0.002), b, w, s) for b in (0, 1) for w in wds for s in seeds]
-        y, b, w, s = zip(*rows)
-        return analyze.interaction_f(np.array(y), b, w, s)
-    planted = anova(0.0)  # the warmdown effect vanishes at the low bit-width
-    assert (planted["df1"], planted["df2"]) == (2, 15) and planted["p"] < 1e-6
-    ps = [anova(0.1)["p"] for _ in range(20)]  # the same warmdown effect at both bit-widths
-    assert min(ps) > 0.001 and np.mean(ps) > 0.2
-
 
 def test_paper_grid_interaction_and_int4_transition(paper_study):
     """The paper grid's planted truth: INT4 has no schedule effect below 40M (FP16 has), so the
@@ -253,3 +213,15 @@ def test_paper_grid_recovers_a_planted_law_in_size_and_tokens(tmp_path):
     # without D varying at fixed N (INT4 runs only at x1, D = 20 N) the law is refused, not fitted
     g4 = next(g for g in rep["penalty_law"]["laws_nd"] if g["variant"] == "optimizer=muon,schedule=wsd" and g["bits"] == 4)
     assert g4["k"] is None and "not identified" in g4["message"]
+
+
+def test_int4_transition_follows_ref_warmdown():
+    """int4_transition compares INT4 at --ref_warmdown against the short warmdown, not at a literal 0.33."""
+    seeds = {0: 0.0, 1: 0.01, 2: -0.01}
+    cell = {0.1: {s: 3.0 + e for s, e in seeds.items()}, 0.33: {s: 2.9 + e for s, e in seeds.items()},
+            0.6: {s: 3.2 + e / 2 for s, e in seeds.items()}}
+    at_best = {("", 4, "14K"): cell}
+    t = analyze_qat.int4_transition(at_best, {"14K": 0})[0]
+    assert (t["ref_warmdown"], t["short_warmdown"]) == (0.33, 0.1) and t["rows"][0]["z"] > 0
+    t = analyze_qat.int4_transition(at_best, {"14K": 0}, ref=0.6)[0]
+    assert t["ref_warmdown"] == 0.6 and t["rows"][0]["z"] < 0 and t["rows"][0]["mean_diff"] == pytest.approx(-0.2)

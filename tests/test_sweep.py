@@ -276,12 +276,12 @@ def test_retrieval_is_exact_match_on_samples_sized_for_the_ci(env, study):
     a 95% CI half-width <= 0.05 (z^2 / 4 / (0.05^2 seeds) samples per run and length); the tiny
     longctx runs pretrain on a documented passkey mix (a task that fits their context); the paper
     posenc grid has passkey-trained runs like tiny."""
-    import analyze
+    import stats
     for scale in ("tiny", "paper") if study == "longctx" else ("paper",):  # tiny posenc: 24 samples (its README)
         lines = sweep(env, "-n", study, SCALE=scale).stdout.splitlines()
         cells = lines[1:] if (study, scale) == ("longctx", "paper") else lines  # not the LongPPL evaluator's seed
         seeds = {flag(train_steps(l), "--seed") for l in cells if " train.py " in l}
-        need = analyze.samples_for_ci(len(seeds))
+        need = stats.samples_for_ci(len(seeds))
         assert need == 129 and len(seeds) == 3
         scored = 0
         for l in lines:
@@ -337,7 +337,8 @@ def paper_longctx_joined(lines):
 
 def test_posenc_and_lengen_grids(env):
     lines = sweep(env, "-n", "posenc").stdout.splitlines()
-    assert {flag(train_steps(l), "--pos") for l in lines} == {"rope", "nope", "alibi", "hope", "expe", "sinusoidal", None}
+    from model import MODEL_WIDE_POS, POS_KINDS  # every encoding of model.py but learned (no study compares it)
+    assert {flag(train_steps(l), "--pos") for l in lines} == {*POS_KINDS, *MODEL_WIDE_POS, None} - {"learned"}
     assert any("--swan true" in l for l in lines) and any("--chunk_layers" in l for l in lines)
     kinds = {}
     for l in lines:  # train short, evaluate long
@@ -604,3 +605,45 @@ def test_paper_listing_and_pricing_need_no_prepared_data(env, tmp_path):
     p = sweep({**env, "SCALE": "paper"}, "--dry-run", "longctx")
     assert p.returncode == 0 and "EVAL_DATA is not set" in p.stderr
     assert all("--eval_data" not in line for line in p.stdout.splitlines())
+
+
+def test_sweep_encoding_lists_are_model_pys():
+    """The variants' loops of grid_posenc and grid_lengen run every positional encoding of model.py
+    (POS_KINDS, MODEL_WIDE_POS but learned, which no study compares) and no other."""
+    from model import MODEL_WIDE_POS, POS_KINDS
+    text = open(os.path.join(ROOT, "sweep.sh")).read()
+    loops = re.findall(r'for v in ("rope:--pos rope".*?); do', text, re.S)
+    assert len(loops) == 2  # grid_posenc and grid_lengen
+    for loop in loops:
+        pos = re.findall(r'"(\w+):--pos (\w+)"', loop)
+        assert all(label == p for label, p in pos)
+        assert [p for _, p in pos] == list(POS_KINDS) + [p for p in MODEL_WIDE_POS if p != "learned"]
+
+
+def test_publish_writes_the_analysis_into_results(env, tmp_path):
+    """PUBLISH=1: after the study's own analysis, analyze.py writes the same one into RESULTS/STUDY
+    (results/ by default), so no stored number is copied by hand; without it, nothing goes there."""
+    assert sweep(env, "--post", "longctx").returncode == 0
+    out = os.path.join(env["OUT"], "longctx")
+    assert [a for _, _, a in calls(env, "analyze.py")] == [[out, "--study", "longctx"]]
+    os.remove(env["STUB_LOG"])
+    res = str(tmp_path / "results")
+    p = sweep(env, "--post", "longctx", PUBLISH="1", RESULTS=res)
+    assert p.returncode == 0, p.stderr
+    assert [a for _, _, a in calls(env, "analyze.py")] == [[out, "--study", "longctx"],
+                                                          [out, "--study", "longctx", "--out", os.path.join(res, "longctx")]]
+    os.remove(env["STUB_LOG"])  # qat: the grid's own --out is replaced by results/qat
+    assert sweep(env, "--post", "qat", PUBLISH="1", RESULTS=res).returncode == 0
+    qat = os.path.join(env["OUT"], "qat")
+    assert calls(env, "analyze.py")[1][2] == [qat, "--study", "qat", "--fit_sizes", "14K,25K,39K", "--out", qat,
+                                              "--out", os.path.join(res, "qat")]
+    assert "PUBLISH must be 0 or 1" in sweep(env, "--post", "qat", PUBLISH="yes").stderr
+
+
+def test_sweep_qat_reference_warmdown_is_the_analysis():
+    """sweep.sh's reference and short warmdowns are the ones the analysis measures the penalty law at and
+    tests the INT4 transition with (analyze_qat.REF_WARMDOWN, SHORT_WARMDOWN): one value each."""
+    import analyze_qat
+    text = open(os.path.join(ROOT, "sweep.sh")).read()
+    ref, short = re.search(r"^QAT_REF=([\d.]+); QAT_SHORT=([\d.]+)$", text, re.M).groups()
+    assert (float(ref), float(short)) == (analyze_qat.REF_WARMDOWN, analyze_qat.SHORT_WARMDOWN)

@@ -1,0 +1,289 @@
+"""
+The lengen study: length generalisation on algorithmic tasks (train short, test long). Exact
+match by input length per (task, encoding) over seeds, gated in distribution, and the
+training-length threshold sweep. Reads top to bottom: its report, its markdown, its plots.
+"""
+import os
+from collections import defaultdict
+
+from stats import BETTER_LEVEL, MIN_SEEDS, paired_acc, seed_stats
+from studyio import (dget, f, figures, no_data, num, paired_cell, parse_int, pm, run_kind, table,
+                     variant_fields)
+from analyze_encodings import (BASELINES, ENCODING_KEYS, ENCODING_ORDER, by_length_panel, cells_by_seed,
+                               encoding, hope_pairs, score_verdict)
+
+
+def lengen_report(runs, gate=0.9, margin=0.05, reference="rope"):
+    """Algorithmic-task runs (train.py --algo), one cell per (task, encoding, variant) over seeds:
+    in-distribution exact match (metrics.val_acc), exact match per input-length bin and the score
+    (mean exact match past N) from eval.json, each as mean, sd and per seed. The gate: a cell whose
+    mean in-distribution exact match is below `gate` has not learned the task; it is listed under
+    "excluded" and gets no extrapolation verdict. A learned cell is compared with the `reference`
+    encoding's cell of the same task and variant (when that one is learned too), paired over seeds,
+    per bin past N and on the score; verdict on the score by score_verdict (the paired t test at
+    BETTER_LEVEL over >= MIN_SEEDS seeds, and a mean difference of at least `margin`)."""
+    algo = [r for r in runs if run_kind(r) == "algo"]
+    if not algo:
+        return None
+    by_task = defaultdict(list)
+    for r in algo:
+        if threshold_run(r):  # the threshold sweep's own runs: lengen.threshold only
+            continue
+        by_task[str(r["config"]["algo"])].append(r)
+    keyed = []
+    for task in sorted(by_task):
+        rs = by_task[task]
+        fields = [{k: v for k, v in variant_fields(r["config"]).items()
+                   if (k.startswith("model.") and k[6:] not in ENCODING_KEYS)
+                   or k in ("algo_len", "algo_offset", "block_size", "iters")} for r in rs]
+        varying = sorted({k for f in fields for k in f if len({g.get(k) for g in fields}) > 1})
+        keyed += [((task, encoding({**r["model_config"], **r["config"]["model"]}),
+                    ",".join(f"{k}={f.get(k)}" for k in varying)), r) for r, f in zip(rs, fields)]
+    cells = cells_by_seed(keyed, "task, encoding, variant")
+    out = {}
+    for (task, enc, variant), by_seed in cells.items():
+        seeds = sorted(by_seed, key=lambda s: (num(s) is None, num(s) or 0))
+        bins, train_len = {}, None
+        for s in seeds:
+            r = by_seed[s]
+            ev = dget(r, "eval", "tasks", task) or {}
+            tl = ev.get("train_len") if isinstance(ev, dict) else None
+            train_len = train_len or (tl if isinstance(tl, list) and len(tl) == 2 else None)
+            by_len = ev.get("by_length") if isinstance(ev, dict) else None
+            for b, v in (by_len.items() if isinstance(by_len, dict) else ()):
+                if isinstance(v, dict) and num(v.get("exact")) is not None:
+                    bins.setdefault(b, {"lo": v.get("lo"), "hi": parse_int(b), "per_seed": {}})["per_seed"][s] = \
+                        num(v["exact"])
+        if train_len is None:
+            try:
+                train_len = [int(x) for x in str(by_seed[seeds[0]]["config"].get("algo_len")).split(",")]
+            except ValueError:
+                train_len = None
+        in_dist = seed_stats({s: num(by_seed[s]["metrics"].get("val_acc")) for s in seeds})
+        score = seed_stats({s: num(dget(by_seed[s], "eval", "score")) for s in seeds})
+        by_length = {}
+        for b in sorted(bins, key=parse_int):
+            st = seed_stats(bins[b]["per_seed"])
+            by_length[b] = {"lo": bins[b]["lo"], "hi": bins[b]["hi"], **st}
+        learned = in_dist["mean"] is not None and in_dist["mean"] >= gate
+        held = None  # the longest length up to which every bin's mean stays at the gate
+        if learned:
+            for b in by_length.values():
+                if b["mean"] is None or b["mean"] < gate:
+                    break
+                held = b["hi"]
+        out[(task, enc, variant)] = {
+            "task": task, "encoding": enc, "variant": variant, "n": len(seeds), "seeds": seeds,
+            "train_len": train_len, "in_dist": in_dist, "learned": learned, "by_length": by_length,
+            "hope_pairs": hope_pairs(by_seed.values()),
+            "score": score, "held_to": held, "vs_reference": None, "verdict": None}
+    for key, c in out.items():
+        task, enc, variant = key
+        ref = out.get((task, reference, variant))
+        if not c["learned"]:
+            c["verdict"] = "excluded: not learned in distribution"
+        elif enc == reference:
+            c["verdict"] = "reference"
+        elif ref is None:
+            c["verdict"] = f"no {reference} cell to compare with"
+        elif not ref["learned"]:
+            c["verdict"] = f"no comparison: {reference} not learned in distribution"
+        else:
+            c["vs_reference"] = lengen_paired(c, ref)
+            c["verdict"] = score_verdict(c["vs_reference"]["score"], reference, margin)
+        base = out.get((task, BASELINES.get(enc), variant))
+        c["vs_baseline"] = None
+        if base and c["learned"] and base["learned"]:
+            cmp = lengen_paired(c, base)
+            c["vs_baseline"] = dict(cmp, baseline=base["encoding"], verdict=score_verdict(cmp["score"], base["encoding"], margin))
+    order = ENCODING_ORDER
+    ordered = sorted(out.values(), key=lambda c: (c["task"], c["variant"], order.get(c["encoding"], len(order)),
+                                                 c["encoding"]))
+    excluded = [{"task": c["task"], "encoding": c["encoding"], "variant": c["variant"], "n": c["n"],
+                 "in_dist_mean": c["in_dist"]["mean"]} for c in ordered if not c["learned"]]
+    return {"gate": {"metric": "metrics.val_acc", "threshold": gate,
+                     "rule": "a cell enters the extrapolation verdict when the mean over seeds of its "
+                             "in-distribution exact match is >= threshold"},
+            "reference": reference, "margin": margin, "cells": ordered, "excluded": excluded,
+            "threshold": lengen_threshold(algo, gate)}
+
+
+def lengen_paired(c, ref):
+    """A lengen cell against another of the same task and variant, paired over seeds: the score and
+    each input-length bin past the training length."""
+    N = c["train_len"][1] if c["train_len"] else None
+    return {"score": paired_acc(c["score"]["per_seed"], ref["score"]["per_seed"]),
+            "by_length": {b: paired_acc(v["per_seed"], ref["by_length"][b]["per_seed"]) for b, v in c["by_length"].items()
+                          if N is not None and v["lo"] is not None and v["lo"] > N and b in ref["by_length"]}}
+
+
+
+THRESHOLD_DIR = "threshold"  # sweep.sh puts the threshold sweep's runs in OUT/lengen/threshold/
+# The order of the training-length thresholds we read the LG-bounds abstract to predict ("richer tasks
+# need longer training"), ranked by how much of the input one output token must combine: copy reads one
+# earlier token (found by matching), sort compares one token with all the others (a count), and the
+# parity scratchpad composes a running state over all the input.
+THRESHOLD_PREDICTED = ("copy", "sort", "parity_scratch")
+
+
+def threshold_run(r):
+    return os.path.basename(os.path.dirname(os.path.normpath(r.get("_dir") or ""))) == THRESHOLD_DIR
+
+
+def bin_at(by_len, hi):
+    """Exact match of the eval.json by_length bin ending at input length hi, or None."""
+    v = (by_len or {}).get(str(hi)) if isinstance(by_len, dict) else None
+    return num(v.get("exact")) if isinstance(v, dict) else None
+
+
+def threshold_of(points, gate):
+    """The training-length threshold: the smallest N from which every trained length N' >= N holds
+    mean exact match >= gate at 2N' (and in distribution); None when the longest one does not.
+    points: [{train_len, in_dist, at_2x}] with stats (mean) values, any order."""
+    thr = None
+    for p in sorted(points, key=lambda p: p["train_len"], reverse=True):
+        ok = all(p[k]["mean"] is not None and p[k]["mean"] >= gate for k in ("in_dist", "at_2x"))
+        if not ok:
+            break
+        thr = p["train_len"]
+    return thr
+
+
+def lengen_threshold(algo, gate=0.9):
+    """lengen.threshold: per (task, n_layer, encoding) trained at >= 2 maximum input lengths N (the
+    threshold sweep's runs and the main grid's), over seeds: in-distribution exact match and exact match
+    in the bins ending at 2N and 3N, and the threshold (threshold_of)."""
+    groups = defaultdict(lambda: defaultdict(dict))
+    for r in algo:
+        task = str(r["config"]["algo"])
+        try:
+            N = int(str(r["config"].get("algo_len")).split(",")[-1])
+        except ValueError:
+            continue
+        key = (task, num(r["model_config"].get("n_layer")), encoding({**r["model_config"], **r["config"]["model"]}))
+        groups[key][N][r["config"].get("seed")] = r
+    rows = []
+    for (task, n_layer, enc), by_n in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0,
+                                                                             ENCODING_ORDER.get(kv[0][2], 99))):
+        if len(by_n) < 2:
+            continue
+        pts = []
+        for N in sorted(by_n):
+            rs = by_n[N]
+            by_len = {s: dget(r, "eval", "tasks", task, "by_length") for s, r in rs.items()}
+            pts.append({"train_len": N, "n": len(rs), "seeds": sorted(rs, key=lambda s: (num(s) is None, num(s) or 0)),
+                        "in_dist": seed_stats({s: num(r["metrics"].get("val_acc")) for s, r in rs.items()}),
+                        "at_2x": seed_stats({s: bin_at(by_len[s], 2 * N) for s in rs}),
+                        "at_3x": seed_stats({s: bin_at(by_len[s], 3 * N) for s in rs})})
+        rows.append({"task": task, "n_layer": int(n_layer) if n_layer else None, "encoding": enc,
+                     "threshold": threshold_of(pts, gate), "by_train_len": pts})
+    if not rows:
+        return None
+    measured = {}
+    for depth in sorted({r["n_layer"] for r in rows if r["n_layer"]}):
+        at = {r["task"]: r["threshold"] for r in rows if r["n_layer"] == depth}
+        measured[str(depth)] = sorted(at, key=lambda t: (at[t] is None, at[t] or 0, THRESHOLD_PREDICTED.index(t)
+                                                         if t in THRESHOLD_PREDICTED else 99))
+    return {"rule": f"the smallest trained maximum length N from which every longer trained N' holds mean exact "
+                    f"match >= {gate} in distribution and in the bin ending at 2N' (null: the longest does not)",
+            "gate": gate, "predicted_order": list(THRESHOLD_PREDICTED), "measured_order": measured, "rows": rows}
+
+
+def lengen_md(lg):
+    if not (lg and lg["cells"]):
+        return no_data("lengen")
+    ref, gate = lg["reference"], lg["gate"]["threshold"]
+    L = ["## 5. Length generalisation on algorithmic tasks", "",
+         f"Exact match, mean ± sd over seeds: in distribution (metrics.val_acc, input lengths 1..N) and per "
+         f"input-length bin (evaluate.py). Gate: a cell is learned when its mean in-distribution exact match is "
+         f">= {f(gate)}; a cell that is not is excluded from the verdict. held to: the longest length up to which "
+         f"every bin's mean stays >= {f(gate)}. Δ {ref}: the score (mean exact match past N) minus {ref}'s, paired "
+         f"over seeds, with paired z and the seeds where it is higher/lower; verdict: better/worse when the paired t "
+         f"test over >= {MIN_SEEDS} seeds gives p < {f(BETTER_LEVEL)} and |Δ| >= {f(lg['margin'])}, else not "
+         f"distinguishable.", ""]
+    for task in dict.fromkeys(c["task"] for c in lg["cells"]):
+        cs = [c for c in lg["cells"] if c["task"] == task]
+        bins = sorted({b for c in cs for b in c["by_length"]}, key=parse_int)
+        span = {b: next((f"{c['by_length'][b]['lo']}-{b}" for c in cs if b in c["by_length"]), b) for b in bins}
+        tl = next((c["train_len"] for c in cs if c["train_len"]), None)
+        L += [f"**{task}**" + (f" (trained on input lengths {tl[0]}-{tl[1]})" if tl else ""), ""]
+        rows = []
+        for c in cs:
+            p = (c["vs_reference"] or {}).get("score")
+            rows.append([c["encoding"] + (f" [{c['variant']}]" if c["variant"] else ""), str(c["n"]),
+                         pm(c["in_dist"]), "yes" if c["learned"] else "**no**"]
+                        + [pm(c["by_length"].get(b)) for b in bins]
+                        + [pm(c["score"]), f(c["held_to"]),
+                           paired_cell(p),
+                           c["verdict"]])
+        L += table(["encoding", "seeds", "in-dist", "learned"] + [span[b] for b in bins]
+                   + ["score", "held to", f"Δ {ref} (z, higher/lower)", "verdict"], rows) + [""]
+    ex = lg["excluded"]
+    L += [f"Excluded by the gate ({len(ex)} cells): " + (", ".join(
+        f"{x['task']}/{x['encoding']}{' [' + x['variant'] + ']' if x['variant'] else ''} "
+        f"({f(x['in_dist_mean'], '.3f')})" for x in ex) if ex else "none") + ".", ""]
+    base = [c for c in lg["cells"] if c.get("vs_baseline")]
+    if base:
+        L += ["Beside the reference (`vs_baseline`, the score paired over seeds):", ""]
+        L += [f"- {c['task']}: {c['encoding']} vs {c['vs_baseline']['baseline']}: {paired_cell(c['vs_baseline']['score'])}, "
+              f"{c['vs_baseline']['verdict']}" for c in base] + [""]
+    return L + threshold_md(lg.get("threshold"))
+
+
+def threshold_md(th):
+    if not th:
+        return []
+    lens = sorted({p["train_len"] for r in th["rows"] for p in r["by_train_len"]})
+    L = ["### The training-length threshold", "",
+         f"Exact match at 2N (in distribution / at 3N in brackets), mean over seeds, per maximum training length "
+         f"N. Threshold: {th['rule']}.", ""]
+    rows = []
+    for r in th["rows"]:
+        by = {p["train_len"]: p for p in r["by_train_len"]}
+        rows.append([r["task"], str(r["n_layer"]), r["encoding"]]
+                    + [(f"{f(by[N]['at_2x']['mean'], '.2f')} ({f(by[N]['in_dist']['mean'], '.2f')} / "
+                        f"{f(by[N]['at_3x']['mean'], '.2f')}) n={by[N]['n']}") if N in by else "-" for N in lens]
+                    + [f(r["threshold"]) if r["threshold"] is not None else "never"])
+    L += table(["task", "layers", "encoding"] + [f"N={N}" for N in lens] + ["threshold"], rows) + [""]
+    L += [f"Predicted order of the thresholds (lowest first): {', '.join(th['predicted_order'])}; measured "
+          "(never last): " + "; ".join(f"{d} layers: {', '.join(o)}" for d, o in th["measured_order"].items())
+          + ".", ""]
+    return L
+
+
+def lengen_plots(rep):
+    """lengen_accuracy.png: exact match by input length (bin centre) per task, one line per encoding."""
+    lg = rep["lengen"]
+    if not (lg and lg["cells"]):
+        return []
+    tasks_ = list(dict.fromkeys(c["task"] for c in lg["cells"]))
+    fig, axs = figures(len(tasks_), 4)
+    colour = {}
+    for ax, task in zip(axs[0], tasks_):
+        cs = [c for c in lg["cells"] if c["task"] == task]
+        by_length_panel(ax, [(c["encoding"], c["encoding"] + (f" [{c['variant']}]" if c["variant"] else ""),
+                              c["learned"], [((b["lo"] + b["hi"]) / 2 if b["lo"] is not None else b["hi"], b)
+                                             for b in c["by_length"].values()]) for c in cs], colour, clip=True)
+        tl = next((c["train_len"] for c in cs if c["train_len"]), None)
+        if tl:
+            ax.axvline(tl[1] + 0.5, color="grey", ls=":", lw=1)
+        ax.set(title=task, xlabel="input length (bin centre)", ylabel="exact match", ylim=(-0.03, 1.03))
+    return [("lengen_accuracy.png", fig)] + threshold_plot(lg.get("threshold"))
+
+
+def threshold_plot(th):
+    """lengen_threshold.png: exact match at 2N against the maximum training length N, one panel per
+    task, one line per (layers, encoding) with its seed band; the dashed line is the gate."""
+    if not th:
+        return []
+    tasks_ = list(dict.fromkeys(r["task"] for r in th["rows"]))
+    fig, axs = figures(len(tasks_), 4)
+    colour = {}
+    for ax, task in zip(axs[0], tasks_):
+        rs = [r for r in th["rows"] if r["task"] == task]
+        by_length_panel(ax, [(f"L{r['n_layer']}", f"{r['n_layer']} layers, {r['encoding']}"
+                              + (f" (threshold {r['threshold']})" if r["threshold"] is not None else " (never)"), True,
+                              [(p["train_len"], p["at_2x"]) for p in r["by_train_len"]]) for r in rs], colour, clip=True)
+        ax.axhline(th["gate"], color="grey", ls="--", lw=1)
+        ax.set(title=task, xlabel="maximum training length N", ylabel="exact match at N+1..2N", ylim=(-0.03, 1.03))
+    return [("lengen_threshold.png", fig)]

@@ -1,0 +1,559 @@
+"""
+The longctx study: inhibiting features vs context extension (arXiv 2608.10296). The
+inhibiting-feature count -> extension outcome on a factorial grid. Reads top to bottom: what it
+reads (longctx_rows), its report, its markdown, its plots.
+"""
+import math
+from collections import defaultdict
+
+import numpy as np
+
+from stats import (binomial_half_width, factorial_design, loo_r2, nested_f, ols, pearson, remove_one,
+                   samples_for_ci, sd1, spearman, t_half_width)
+from studyio import (ci, dget, f, figures, lineage_root, no_data, num, parse_int, pretrain_block, run_kind,
+                     table)
+
+
+FEATURES = ("qk_norm", "gqa", "swa", "short_ctx")
+# name -> (what, higher is better, its key in eval.json "target"; None: computed here). A new outcome that
+# evaluate.py writes into "target" is one line here.
+OUTCOMES = {
+    "loss": ("post-extension val loss at the target length(s) (nats/token)", False, "loss"),
+    "gap": ("loss at the target minus the parent's loss at its pretraining length, same val tokens (nats)", False, None),
+    "longppl": ("post-extension log LongPPL at the target: mean loss of the key tokens (nats)", False, "longppl_loss"),
+    "key_frac": ("share of the target's tokens that are LongPPL key tokens (the model's own)", True, "key_frac"),
+    "retrieval": ("retrieval score at the target (evaluate.py score)", True, "retrieval"),
+    "gain_parent": ("extension gain: the unextended parent's loss at the target minus the extended run's (nats)", True,
+                    None),
+    "gain_free": ("extension gain: the training-free scaling's loss at the target (same method and layers) minus "
+                  "the extended run's (nats)", True, None)}
+EVAL_KEYS = {k: v[2] for k, v in OUTCOMES.items() if v[2]}
+MEASURED = tuple(k for k in OUTCOMES if k in EVAL_KEYS or k == "gap")  # per run; the gains are differences of runs
+PREDICTORS = ("train_loss_smooth", "val_loss", "pre", "sink_rate", "sink_strength")
+
+
+def feature_axes(model_config, pretrain_block, short_block):
+    """The four long-context-inhibiting features of arXiv 2608.10296 as 0/1; missing fields give 0."""
+    mc = model_config or {}
+    n_head, n_kv = num(mc.get("n_head")), num(mc.get("n_kv_head"))
+    return {
+        "qk_norm": int(mc.get("qk_norm") not in (None, "none", "", False)),  # layer- or head-wise
+        "gqa": int(n_head is not None and n_kv is not None and n_kv < n_head),
+        "swa": int((num(mc.get("window")) or 0) > 0),  # any sliding-window layer
+        "short_ctx": int(short_block is not None and pretrain_block == short_block),
+    }
+
+
+def feature_count(model_config, pretrain_block, short_block):
+    """Count of inhibiting features (arXiv 2608.10296): QK-norm, GQA (n_kv_head < n_head), sliding
+    window (window > 0), pretraining block_size == the shorter of the sweep's two contexts."""
+    return sum(feature_axes(model_config, pretrain_block, short_block).values())
+
+
+def recipe(run):
+    """An extension's recipe from its lineage: method, stages, budget, long/short mix."""
+    lin = run.get("lineage") or {}
+    b = lin.get("budget") if isinstance(lin.get("budget"), dict) else {}
+    budget = (f"frac={b['token_frac']:g}" if b.get("source") == "token_frac" else
+              f"{b['source']}={b.get(b['source'])}" if b.get("source") else
+              f"iters={lin['iters']}" if lin.get("iters") else "training-free")
+    mix = f" short_frac={lin['short_frac']:g}" if num(lin.get("short_frac")) and budget != "training-free" else ""
+    layers = " layers=global" if lin.get("layers") == "global" else ""
+    lr = "" if budget == "training-free" or "lr_frac" not in lin else \
+        f" lr={lin['lr_frac']:g}x" if num(lin["lr_frac"]) else " lr=parent" if lin["lr_frac"] == 0 else f" lr={lin.get('lr')}"
+    return f"{lin.get('method')}{' 2-stage' if lin.get('stages') == 2 else ''} {budget}{mix}{layers}{lr}"
+
+
+def training_free(run):
+    """An extension without continued training (its lineage has no budget)."""
+    lin = run.get("lineage") or {}
+    return not (lin.get("budget") or lin.get("iters"))
+
+
+def scaling_key(run):
+    """What a training-free extension shares with a trained one it is the baseline of."""
+    lin = run.get("lineage") or {}
+    return (lin.get("method"), lin.get("layers") or "all", num(lin.get("factor")))
+
+
+def target_loss(run):
+    """eval.json target outcomes by outcome name (EVAL_KEYS), or (older files) the ppl loss at the
+    longest length and the retrieval score."""
+    t = dget(run, "eval", "target")
+    if isinstance(t, dict):
+        return {k: num(t.get(e)) for k, e in EVAL_KEYS.items()}
+    by = dget(run, "eval", "ppl", "by_length") or {}
+    L = max(by, key=parse_int, default=None)
+    return {**dict.fromkeys(EVAL_KEYS), "loss": num(by.get(L)) if L else None, "retrieval": num(dget(run, "eval", "score"))}
+
+
+def outcome_values(run, root, ctx):
+    """The outcomes of one run (OUTCOMES), the root's pretraining length ctx."""
+    t, ind = target_loss(run), num(dget(root, "eval", "ppl", "by_length", str(ctx)))
+    t["gap"] = t["loss"] - ind if t["loss"] is not None and ind is not None else None
+    return {k: t[k] for k in MEASURED}
+
+
+def longctx_rows(runs):
+    """One row per scored long-context run: the context extensions (the final stage of each) when
+    there are any, else every text run with an eval.json. Features from the pretraining run (root)."""
+    lc = [r for r in runs if run_kind(r) != "algo" and isinstance(r.get("eval"), dict)]
+    ext = [r for r in lc if run_kind(r) == "extension" and not (dget(r, "lineage", "stage") == 1 and
+                                                                   dget(r, "lineage", "stages") == 2)]
+    rows = []
+    for r in ext or lc:
+        root, ckpt = lineage_root(r, runs) if ext else (r, "final")
+        root = root or r
+        ctx = pretrain_block(root)
+        m, ev = root["metrics"], root.get("eval") or {}
+        seed = num(root["config"].get("seed"))
+        row = {"run": r["run_name"], "root": root["run_name"], "seed": int(seed) if seed is not None and seed.is_integer() else seed,
+               "recipe": recipe(r) if ext else "no extension", "ckpt": ckpt, "ctx": ctx,
+               "training_free": training_free(r) if ext else None, "_scaling": scaling_key(r),
+               **outcome_values(r, root, ctx),
+               "train_loss_smooth": num(m.get("train_loss_smooth", m.get("train_loss"))),
+               "val_loss": num(m.get("val_loss")), "sink_rate": num(ev.get("sink_rate")),
+               "sink_strength": num(ev.get("sink_strength")),
+               **dict(zip(("exact", "exact_n"), exact_at(r, dget(r, "eval", "score_lengths") or []))),
+               "id_exact": exact_at(root, [ctx])[0] if ctx is not None else None}
+        pre = outcome_values(root, root, ctx) if ext else {}
+        rows.append({**row, **{f"pre_{k}": pre.get(k) for k in MEASURED}, "_model_config": root["model_config"]})
+    extension_gains(rows)
+    contexts = sorted({w["ctx"] for w in rows if w["ctx"] is not None})
+    short = contexts[0] if len(contexts) >= 2 else None
+    for w in rows:
+        ax = feature_axes(w.pop("_model_config"), w["ctx"], short)
+        w.update(ax, count=sum(ax.values()), cell="".join(str(ax[k]) for k in FEATURES))
+    return rows, contexts, short, bool(ext)
+
+
+def extension_gains(rows):
+    """gain_parent and gain_free of every extension on a final checkpoint (lower loss = positive gain):
+    the root's own loss at the target (evaluate.py before extension), and the loss of the training-free
+    extension of the same root with the same scaling (none: None), each minus the run's loss."""
+    free = {(w["root"], w["_scaling"]): w["loss"] for w in rows if w["training_free"] and w["ckpt"] == "final"}
+    for w in rows:
+        final = w["ckpt"] == "final" and w["loss"] is not None and w["training_free"] is not None
+        w["gain_parent"] = w["pre_loss"] - w["loss"] if final and w["pre_loss"] is not None else None
+        key = (w["root"], w.pop("_scaling"))
+        base = free.get(key) if final and not w["training_free"] else None
+        w["gain_free"] = base - w["loss"] if base is not None else None
+
+
+def gain_report(rows, level=0.95):
+    """Does each recipe extend? Per trained recipe on final checkpoints, each gain (gain_parent,
+    gain_free): runs, mean with its 95% CI over runs, runs and cells with a positive gain; flagged
+    when a mean gain is not positive (the extension hurts at the target, on average)."""
+    out = []
+    for rec in sorted({w["recipe"] for w in rows if w["ckpt"] == "final" and w["training_free"] is False}):
+        entry = {"recipe": rec}
+        for key in ("gain_parent", "gain_free"):
+            rs = [w for w in rows if w["recipe"] == rec and w["ckpt"] == "final" and w[key] is not None]
+            if not rs:
+                entry[key] = None
+                continue
+            v = np.array([w[key] for w in rs])
+            cells = defaultdict(list)
+            for w in rs:
+                cells[w["cell"]].append(w[key])
+            half = t_half_width(v, level)
+            entry[key] = {"n": len(v), "mean": float(v.mean()), "lo": float(v.mean() - half), "hi": float(v.mean() + half),
+                          "n_positive": int((v > 0).sum()), "n_cells": len(cells),
+                          "cells_positive": sum(np.mean(c) > 0 for c in cells.values())}
+        entry["flagged"] = any(entry[k] is not None and not entry[k]["mean"] > 0 for k in ("gain_parent", "gain_free"))
+        out.append(entry)
+    return out
+
+
+def exact_at(run, lengths):
+    """(mean exact match over the run's retrieval tasks (eval.json tasks) at these lengths, samples
+    behind it); (None, 0) where none was scored."""
+    rs = [b[str(L)] for t in (dget(run, "eval", "tasks") or {}).values() if isinstance(t, dict)
+          for b in [t.get("by_length") or {}] for L in lengths if isinstance(b.get(str(L)), dict)]
+    if not rs:
+        return None, 0
+    return float(np.mean([num(r.get("exact")) for r in rs])), sum(int(num(r.get("n")) or 0) for r in rs)
+
+
+def retrieval_report(rows, gate=0.9, level=0.95, span_sds=3):
+    """Exact-match retrieval at the target on the main recipe's rows (final checkpoints): per cell the
+    mean over seeds with its 95% sampling CI (binomial: the samples of the cell's runs), the sd over
+    seeds and the roots' exact match at their pretraining length (the gate: a cell whose recipe does
+    not learn the task in distribution, mean < gate, scores chance at the target, not an outcome);
+    whether the cell means span more than span_sds init sds (pooled within-cell sd over seeds)."""
+    rs = [w for w in rows if w.get("exact") is not None]
+    if not rs:
+        return None
+    cells = defaultdict(list)
+    for w in rs:
+        cells[w["cell"]].append(w)
+    out_cells, var, dof = [], 0.0, 0
+    for c, ws in sorted(cells.items()):
+        p = np.array([w["exact"] for w in ws])
+        n = np.array([max(w["exact_n"], 1) for w in ws])
+        half = binomial_half_width(p, n, level)
+        ide = [w["id_exact"] for w in ws if w["id_exact"] is not None]
+        learned = bool(ide) and float(np.mean(ide)) >= gate
+        if len(ws) > 1:
+            var, dof = var + float(p.var(ddof=1)) * (len(ws) - 1), dof + len(ws) - 1
+        out_cells.append({"cell": c, "n": len(ws), "samples": int(n.sum()), "mean": float(p.mean()),
+                          "lo": float(p.mean() - half), "hi": float(p.mean() + half), "half_width": half,
+                          "sd": sd1(list(p)), "id_exact": float(np.mean(ide)) if ide else None, "learned": learned})
+    means = [c["mean"] for c in out_cells]
+    init_sd = math.sqrt(var / dof) if dof else None
+    span = max(means) - min(means)
+    n_learned = sum(c["learned"] for c in out_cells)
+    spans = bool(init_sd is not None and span > span_sds * init_sd) if init_sd else span > 0
+    verdict = ("not learned in distribution: exact match at the pretraining length below the gate in every cell; the "
+               "target exact match is chance, not an outcome" if not n_learned else
+               f"learned in distribution in {n_learned} of {len(out_cells)} cells only: no factorial outcome"
+               if n_learned < len(out_cells) else
+               f"the cell means {'span' if spans else 'do not span'} more than {span_sds} init sds")
+    return {"metric": "exact match at the target (mean over retrieval tasks and target lengths)",
+            "gate": {"metric": "the roots' exact match at their pretraining length", "threshold": gate},
+            "samples_per_run": sorted({int(w["exact_n"]) for w in rs}), "samples_rule":
+            f"z^2 / 4 / (0.05^2 x seeds): {samples_for_ci(len({w['seed'] for w in rs}) or 1)} per run for a cell mean's "
+            f"95% CI half-width <= 0.05",
+            "cells": out_cells, "n_learned": n_learned, "init_sd": init_sd, "init_sd_dof": dof,
+            "cell_mean_range": span, "spans_3sd": spans, "usable": n_learned == len(out_cells), "verdict": verdict}
+
+
+def learned_subfactorial(rows, ret):
+    """When retrieval is learned in some cells only: the largest half of the factorial in which every
+    cell learned it (one feature held at one level, the other three crossed), analysed there as an
+    outcome (outcome_report on those features); the first such feature in FEATURES order; null when
+    no half is learned throughout."""
+    learned = {c["cell"]: c["learned"] for c in ret["cells"]}
+    for i, f in enumerate(FEATURES):
+        for v in (0, 1):
+            half = [c for c in learned if int(c[i]) == v]
+            if len(half) == 2 ** (len(FEATURES) - 1) and all(learned[c] for c in half):
+                others = tuple(g for g in FEATURES if g != f)
+                rep = outcome_report([w for w in rows if w[f] == v], "retrieval", features=others)
+                sv = (rep or {}).get("seed_variance") or {}
+                spans = (sv.get("init_sd") is not None and sv["cell_mean_range"] > 3 * sv["init_sd"])
+                return {"fixed": {f: v}, "features": list(others), "cells": sorted(half), "report": rep,
+                        "init_sd": sv.get("init_sd"), "cell_mean_range": sv.get("cell_mean_range"), "spans_3sd": spans}
+    return None
+
+
+def fit_summary(fit, names=None):
+    keep = [c for c in fit["coefs"] if names is None or c["name"] in names]
+    return {"r2": fit["r2"], "s": fit["s"], "dof": fit["dof"], "coefs": keep}
+
+
+def outcome_report(rows, key, level=0.95, features=FEATURES):
+    """Every analysis of one outcome over the rows of one recipe: cells, main effects with the seed
+    spread, count / additive / pairwise / saturated models (R^2, LOO R^2 over runs and over cells,
+    nested F tests), the remove-one increments, seed variance, and exploratory short-context predictors.
+    features: the factors that vary in rows (a sub-factorial holds the others fixed)."""
+    rs = [w for w in rows if w[key] is not None]
+    if len(rs) < 3 or len({w[key] for w in rs}) < 2:
+        return None
+    y = np.array([w[key] for w in rs])
+    Z = np.array([[w[k] for k in features] for w in rs])
+    cells = defaultdict(list)
+    for w in rs:
+        cells[w["cell"]].append(w[key])
+    models, fits = [], {}
+    for name in ("count", "additive", "pairwise", "saturated"):
+        X, names = factorial_design(Z, name, list(features))
+        fits[name] = ols(X, y, names, level)
+        models.append({"model": name, "k": X.shape[1] + 1, **fit_summary(fits[name], None if name != "saturated" else []),
+                       "loo_r2": loo_r2(X, y), "loco_r2": loo_r2(X, y, [w["cell"] for w in rs]) if name != "saturated" else None})
+    sat = fits["saturated"]  # the cell means: its residual is the spread over seeds
+    s2, dof = (sat["s"] ** 2, sat["dof"]) if sat["dof"] > 0 else (math.nan, 0)
+    tests = [{"test": f"{a} vs {b}", **nested_f(fits[a], fits[b])}
+             for a, b in (("count", "additive"), ("additive", "pairwise"), ("pairwise", "saturated"))]
+    means = {c: float(np.mean(v)) for c, v in cells.items()}
+    span = max(means.values()) - min(means.values())
+    ranges = [max(v) - min(v) for v in cells.values() if len(v) > 1]
+    seeds = sorted({w["seed"] for w in rs if w["seed"] is not None})
+    effects = []
+    for i, f in enumerate(features):
+        per_seed = [np.mean([w[key] for w in rs if w["seed"] == sd and w[f]]) -
+                    np.mean([w[key] for w in rs if w["seed"] == sd and not w[f]]) for sd in seeds
+                    if len({w[f] for w in rs if w["seed"] == sd}) == 2]
+        c = fits["additive"]["coefs"][i + 1]
+        sd = sd1(per_seed)
+        effects.append({"feature": f, "effect": c["est"], "lo": c["lo"], "hi": c["hi"], "seed_sd": sd,
+                        "per_seed": [float(e) for e in per_seed],
+                        "effect_over_init_sd": abs(c["est"]) / math.sqrt(s2) if s2 > 0 else None})
+    rem = remove_one(Z, y, s2, dof, level)
+    for r in rem["increments"]:
+        r["feature"] = features[r["feature"]]
+    preds = []
+    for p in PREDICTORS:
+        x = np.array([np.nan if w.get(f"pre_{key}" if p == "pre" else p) is None else w[f"pre_{key}" if p == "pre" else p]
+                      for w in rs], dtype=float)
+        ok = np.isfinite(x)
+        if ok.sum() >= 3 and np.ptp(x[ok]) > 0:
+            fit = ols(x[ok], y[ok], [p], level)
+            preds.append({"predictor": "pre-extension " + key if p == "pre" else p, "n": int(ok.sum()),
+                          "slope": fit["coefs"][1]["est"], "r2": fit["r2"], "loo_r2": loo_r2(x[ok], y[ok])})
+    better = max if OUTCOMES[key][1] else min
+    best, worst = better(means, key=means.get), (min if OUTCOMES[key][1] else max)(means, key=means.get)
+    drop = {"best_cell": best, "worst_cell": worst, "best": means[best], "worst": means[worst],
+            "drop_pct": 100 * abs(means[worst] - means[best]) / abs(means[best]) if means[best] else None}
+    loco = [m for m in models if m["loco_r2"] is not None and math.isfinite(m["loco_r2"])]
+    return {"what": OUTCOMES[key][0], "higher_is_better": OUTCOMES[key][1], "n": len(rs), "n_cells": len(cells),
+            "relative_drop": drop if key in MEASURED and key != "gap" else None,  # a % of a near-0 gap is no headline
+            "best_by_loco": max(loco, key=lambda m: m["loco_r2"])["model"] if loco else None,
+            "seeds": seeds, "cells": [{"cell": c, **dict(zip(FEATURES, map(int, c))), "count": c.count("1"), "n": len(v),
+                                       "mean": means[c], "sd": sd1(v)}
+                                      for c, v in sorted(cells.items())],
+            "effects": effects, "models": models, "tests": tests,
+            "best_by_loo": max((m for m in models if m["loo_r2"] is not None and math.isfinite(m["loo_r2"])),
+                               key=lambda m: m["loo_r2"], default={"model": None})["model"],
+            "remove_one": rem,
+            "seed_variance": {"init_sd": math.sqrt(s2) if s2 > 0 else None, "dof": dof, "cell_mean_range": span,
+                              "swing_max": max(ranges, default=None),
+                              "swing_share_max": max(ranges) / span if ranges and span > 0 else None,
+                              "swing_share_median": float(np.median(ranges)) / span if ranges and span > 0 else None},
+            "predictors": preds}
+
+
+def early_report(rows, main, key):
+    """Early-extension diagnostic: the main recipe applied to an intermediate checkpoint (train.py
+    --save_at, extend.py --ckpt) vs the same recipe on the final one, paired by pretraining run."""
+    final = {w["root"]: w[key] for w in rows if w["recipe"] == main and w["ckpt"] == "final" and w[key] is not None}
+    pairs = [(w[key], final[w["root"]], w["ckpt"]) for w in rows
+             if w["recipe"] == main and w["ckpt"] != "final" and w[key] is not None and w["root"] in final]
+    if len(pairs) < 3:
+        return None
+    x, y = np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+    fit = ols(x, y, ["early"])
+    return {"ckpts": sorted({p[2] for p in pairs}), "n": len(pairs), "slope": fit["coefs"][1]["est"], "r2": fit["r2"],
+            "loo_r2": loo_r2(x, y), "pearson": pearson(x, y), "spearman": spearman(x, y)}
+
+
+def variant_report(rows, main, key, level=0.95):
+    """A robustness variant (another recipe), reported on its own: count and additive fits, and how
+    its cell means and runs compare with the main recipe's (same pretraining runs)."""
+    out = []
+    base = {w["root"]: w[key] for w in rows if w["recipe"] == main and w["ckpt"] == "final" and w[key] is not None}
+    for rec in sorted({w["recipe"] for w in rows} - {main}):
+        rs = [w for w in rows if w["recipe"] == rec and w["ckpt"] == "final" and w[key] is not None]
+        if len(rs) < 3:
+            continue
+        y, Z = np.array([w[key] for w in rs]), np.array([[w[k] for k in FEATURES] for w in rs])
+        cnt, add = ols(Z.sum(1), y, ["count"], level), ols(Z, y, FEATURES, level)
+        shared = [(w[key], base[w["root"]]) for w in rs if w["root"] in base]
+        d = np.array([a - b for a, b in shared])
+        out.append({"recipe": rec, "n": len(rs), "mean": float(y.mean()),
+                    "count": fit_summary(cnt, ["count"]), "count_loo_r2": loo_r2(Z.sum(1), y),
+                    "additive": fit_summary(add, FEATURES), "n_paired": len(shared),
+                    "minus_main": float(d.mean()) if len(d) else None,
+                    "r_with_main": pearson(*zip(*shared)) if len(shared) > 2 else None})
+    return out
+
+
+def longctx_report(runs):
+    """The long-context study (arXiv 2608.10296) on a factorial grid: per outcome (OUTCOMES) the
+    analyses of outcome_report on the main recipe (the most common one on final checkpoints), the
+    early-extension diagnostic, and each other recipe as a separate robustness variant."""
+    rows, contexts, short, ext = longctx_rows(runs)
+    if not rows:
+        return None
+    finals = [w["recipe"] for w in rows if w["ckpt"] == "final"]
+    trained = [w["recipe"] for w in rows if w["ckpt"] == "final" and not w["training_free"]] or finals
+    main = max(sorted(set(trained)), key=trained.count) if trained else None  # a training-free baseline is no recipe
+    out = {}
+    main_rows = [w for w in rows if w["recipe"] == main and w["ckpt"] == "final"]
+    # an outcome with no value in any row (e.g. one built on the probes, which a --no_probes grid skips) is
+    # reported as such, never dropped without a word
+    empty = [key for key in OUTCOMES if all(w.get(key) is None for w in main_rows)]
+    for key in OUTCOMES:
+        rep = outcome_report(main_rows, key)
+        if rep:
+            out[key] = dict(rep, early=early_report(rows, main, key), variants=variant_report(rows, main, key))
+    gain = gain_report(rows)
+    ret = retrieval_report(main_rows)
+    if ret and not ret["usable"]:  # chance is no outcome: the recipe must learn the task in distribution
+        out.pop("retrieval", None)
+        ret["subfactorial"] = learned_subfactorial(main_rows, ret)
+    return {"sinks": sink_path(main_rows, "loss"), "contexts": contexts, "short_block": short, "extensions": ext, "main_recipe": main,
+            "recipes": {r: finals.count(r) for r in sorted(set(finals))}, "runs": rows, "outcomes": out,
+            "gain": gain, "flagged_recipes": [g["recipe"] for g in gain if g["flagged"]], "retrieval": ret,
+            "empty_outcomes": empty}
+
+
+def effects_table(o, digits):
+    """The main effects of an outcome report (outcome_report) as a markdown table, `digits` decimals."""
+    return table(["feature", "effect [95% CI]", "sd over seeds", "abs(effect) / init sd"],
+                 [[e["feature"], ci(e["effect"], e["lo"], e["hi"], f"+.{digits}f"), f(e["seed_sd"], f".{digits}f"),
+                   f(e["effect_over_init_sd"], ".1f")] for e in o["effects"]]) + [""]
+
+
+def f_tests(o):
+    """The nested F tests of an outcome report in one line."""
+    return "; ".join(f"{t['test']}: F={f(t['F'], '.2f')} ({t['df1']}, {t['df2']}), p={f(t['p'], '.3g')}" for t in o["tests"])
+
+
+def longctx_md(lc):
+    if not (lc and lc["outcomes"]):
+        return no_data("longctx")
+    L = ["## 4. Long-context extensibility vs inhibiting features (arXiv 2608.10296)", "",
+         f"Pretraining contexts {lc['contexts']}; short context = {lc['short_block'] or 'n/a (need two contexts)'}. "
+         f"Main recipe: {lc['main_recipe']} ({lc['recipes'].get(lc['main_recipe'], len(lc['runs']))} runs); "
+         f"recipes: {', '.join(f'{r} ({n})' for r, n in lc['recipes'].items()) or '-'}. Features: "
+         f"{', '.join(FEATURES)} (1 = present). Effects are in the outcome's units, 95% confidence intervals in "
+         f"brackets; init sd = pooled sd over seeds within a cell.", ""]
+    L += gain_md(lc)
+    L += retrieval_md(lc)
+    if lc.get("empty_outcomes"):
+        L += ["Not analysed, no value in any run of the main recipe: " + ", ".join(
+            f"{k} (eval.json target.{OUTCOMES[k][2]})" if OUTCOMES[k][2] else k for k in lc["empty_outcomes"]) + ".", ""]
+    sk = lc.get("sinks")
+    if sk:
+        L += [f"Sinks (main recipe's roots): sink rate {f(sk['rate_min'], '.3f')} .. {f(sk['rate_max'], '.3f')}; " +
+              ("no head sinks, so the QK-norm -> sink -> outcome path is not tested." if not sk["path"] else
+               f"QK-norm on the sink rate {ci(sk['path']['qk_norm_on_sink_rate']['est'], sk['path']['qk_norm_on_sink_rate']['lo'], sk['path']['qk_norm_on_sink_rate']['hi'], '+.3f')}; "
+               "sink rate -> loss within each context: " + ", ".join(
+                   f"ctx {w['ctx']}: slope {f(w['slope'], '+.3g')}, R^2 {f(w['r2'], '.2f')}" for w in sk["path"]["within_ctx"])), ""]
+    outs = lc["outcomes"]
+    if outs:
+        first = next(iter(outs.values()))
+        L += table(["cell " + "/".join(FEATURES), "count", "n"] + list(outs),
+                   [[c["cell"], str(c["count"]), str(c["n"])] +
+                    [f"{f(cm['mean'], '.4f')} ± {f(cm['sd'], '.3f')}" for cm in
+                     (next((x for x in o["cells"] if x["cell"] == c["cell"]), {"mean": None, "sd": None})
+                      for o in outs.values())] for c in first["cells"]]) + [""]
+    for key, o in outs.items():
+        sv = o["seed_variance"]
+        rd = o.get("relative_drop")
+        L += [f"### {key}: {o['what']} ({'higher' if o['higher_is_better'] else 'lower'} is better)", ""]
+        if rd:
+            L += [f"Headline: the worst cell ({rd['worst_cell']}, {f(rd['worst'], '.4f')}) is {f(rd['drop_pct'], '.1f')}% "
+                  f"from the best ({rd['best_cell']}, {f(rd['best'], '.4f')}). Best model by leave-one-cell-out R^2: "
+                  f"**{o['best_by_loco']}**.", ""]
+        L += [
+              f"{o['n']} runs, {o['n_cells']} cells, seeds {o['seeds']}. Init swing: sd {f(sv['init_sd'], '.4f')} "
+              f"({sv['dof']} dof); the largest range over seeds in a cell is {f(sv['swing_share_max'], '.0%')} of the "
+              f"range of the cell means ({f(sv['cell_mean_range'], '.4f')}), median {f(sv['swing_share_median'], '.0%')}.", ""]
+        L += effects_table(o, 4)
+        L += table(["model", "params", "R^2", "LOO R^2 (runs)", "LOO R^2 (cells)", "coefficients [95% CI]"],
+                   [[m["model"], str(m["k"]), f(m["r2"], ".3f"), f(m["loo_r2"], ".3f"), f(m["loco_r2"], ".3f"),
+                     "; ".join(f"{c['name']} {ci(c['est'], c['lo'], c['hi'], '+.4f')}" for c in m["coefs"]
+                               if c["name"] != "intercept" and (m["model"] != "pairwise" or ":" in c["name"]))
+                     or "the cell means"] for m in o["models"]]) + [""]
+        L += ["Nested F tests: " + f_tests(o) + f". Best predictor by LOO R^2 over runs: **{o['best_by_loo']}**.", ""]
+        rem = o["remove_one"]
+        L += ["Remove one feature from the four-feature cell (increment = all four - the other three; equal "
+              "increments = the count hypothesis):", ""]
+        L += table(["feature", "increment [95% CI]", "n (4 / 3)"],
+                   [[r["feature"], ci(r["increment"], r["lo"], r["hi"], "+.4f"), "/".join(map(str, r["n"]))]
+                    for r in rem["increments"]]) + [""]
+        eq = rem["equal"]
+        L += [f"Equal increments: F={f(eq['F'], '.2f')} ({eq['df1']}, {eq['df2']}), p={f(eq['p'], '.3g')}.", ""]
+        if o["predictors"]:
+            L += ["Short-context predictors and sinks (exploratory: one predictor at a time, not corrected for "
+                  "multiple comparisons):", ""]
+            L += table(["predictor", "n", "slope", "R^2", "LOO R^2"],
+                       [[p["predictor"], str(p["n"]), f(p["slope"], "+.3g"), f(p["r2"], ".3f"), f(p["loo_r2"], ".3f")]
+                        for p in o["predictors"]]) + [""]
+        e = o["early"]
+        if e:
+            L += [f"Early extension (checkpoint {', '.join(e['ckpts'])}, same recipe) -> final: n={e['n']}, "
+                  f"R^2={f(e['r2'], '.3f')}, LOO R^2={f(e['loo_r2'], '.3f')}, Pearson {f(e['pearson'], '.3f')}, "
+                  f"Spearman {f(e['spearman'], '.3f')}.", ""]
+        if o["variants"]:
+            L += ["Robustness variants (each on its own; never pooled with the main recipe):", ""]
+            L += table(["recipe", "n", "mean", "- main (paired)", "r with main", "count slope [95% CI]", "count R^2 / LOO",
+                        "additive effects"],
+                       [[v["recipe"], str(v["n"]), f(v["mean"], ".4f"), f(v["minus_main"], "+.4f"), f(v["r_with_main"], ".2f"),
+                         ci(v["count"]["coefs"][0]["est"], v["count"]["coefs"][0]["lo"], v["count"]["coefs"][0]["hi"], "+.4f"),
+                         f"{f(v['count']['r2'], '.2f')} / {f(v['count_loo_r2'], '.2f')}",
+                         ", ".join(f"{c['name']} {f(c['est'], '+.3f')}" for c in v["additive"]["coefs"])]
+                        for v in o["variants"]]) + [""]
+    return L
+
+
+def sink_path(rows, key, level=0.95):
+    """The seed's QK-norm -> attention sink -> outcome path, reported only where sinks form: the sink
+    rate range over the roots first; where it varies, QK-norm's effect on the sink rate and the sink
+    rate's slope on the outcome within each pretraining context (a pooled fit mixes the contexts)."""
+    r = [w for w in rows if w["sink_rate"] is not None]
+    if not r:
+        return None
+    rates = [w["sink_rate"] for w in r]
+    out = {"rate_min": min(rates), "rate_max": max(rates), "formed": max(rates) > 0, "path": None}
+    if not out["formed"] or len(set(rates)) < 2:
+        return out
+    q = ols([w["qk_norm"] for w in r], rates, ["qk_norm"], level)["coefs"][1]
+    within = []
+    for ctx in sorted({w["ctx"] for w in r}):
+        pts = [(w["sink_rate"], w[key]) for w in r if w["ctx"] == ctx and w[key] is not None]
+        if len(pts) >= 3 and len({x for x, _ in pts}) > 1:
+            fit = ols([x for x, _ in pts], [y for _, y in pts], ["sink_rate"], level)
+            within.append({"ctx": ctx, "n": len(pts), "slope": fit["coefs"][1]["est"], "r2": fit["r2"]})
+    out["path"] = {"outcome": key, "qk_norm_on_sink_rate": {k: q[k] for k in ("est", "lo", "hi")}, "within_ctx": within}
+    return out
+
+
+def gain_md(lc):
+    """The extension-gain check: does each recipe extend (lower loss at the target than the parent and
+    than training-free scaling)? A recipe whose mean gain is not positive is flagged."""
+    if not lc.get("gain"):
+        return []
+    L = ["### Does the extension extend? Extension gain at the target (nats; positive = the extension helps)", ""]
+    cell = lambda g: (f"{ci(g['mean'], g['lo'], g['hi'], '+.4f')}; runs > 0: {g['n_positive']}/{g['n']}, cells > 0: "
+                      f"{g['cells_positive']}/{g['n_cells']}") if g else "-"
+    L += table(["recipe", "vs the unextended parent", "vs training-free scaling", "flag"],
+               [[g["recipe"] + (" (main)" if g["recipe"] == lc["main_recipe"] else ""), cell(g["gain_parent"]),
+                 cell(g["gain_free"]), "**mean gain not positive**" if g["flagged"] else ""] for g in lc["gain"]]) + [""]
+    for rec in lc["flagged_recipes"]:
+        L += [f"**FLAG: {rec} does not extend: its mean gain at the target is not positive; its outcomes measure "
+              f"a recipe that hurts, not what an extension recovers.**", ""]
+    return L
+
+
+def retrieval_md(lc):
+    """Exact-match retrieval at the target per cell, its gate and whether the cells span > 3 init sds."""
+    r = lc.get("retrieval")
+    if not r:
+        return []
+    L = [f"### Retrieval: {r['metric']} (main recipe)", "",
+         f"Samples per run {r['samples_per_run']} ({r['samples_rule']}). Gate: {r['gate']['metric']} >= "
+         f"{r['gate']['threshold']}. Init sd {f(r['init_sd'], '.3f')} ({r['init_sd_dof']} dof), range of the cell means "
+         f"{f(r['cell_mean_range'], '.3f')}. **Verdict: {r['verdict']}.**", ""]
+    L += table(["cell " + "/".join(FEATURES), "n", "samples", "exact match [95% CI]", "sd over seeds",
+                "exact match at the pretraining length", "learned"],
+               [[c["cell"], str(c["n"]), str(c["samples"]), ci(c["mean"], c["lo"], c["hi"], ".3f"), f(c["sd"], ".3f"),
+                 f(c["id_exact"], ".3f"), "yes" if c["learned"] else "**no**"] for c in r["cells"]]) + [""]
+    sub = r.get("subfactorial")
+    if sub and sub["report"]:
+        o, (fx, v) = sub["report"], next(iter(sub["fixed"].items()))
+        L += [f"**The learned half: {fx} = {v}** (every one of its {len(sub['cells'])} cells learned; "
+              f"{', '.join(sub['features'])} crossed, {o['n']} runs; the cell means "
+              f"{'span' if sub['spans_3sd'] else 'do not span'} more than 3 init sds: range "
+              f"{f(sub['cell_mean_range'], '.3f')}, init sd {f(sub['init_sd'], '.3f')}). Main effects on the target "
+              f"exact match (additive model):", ""]
+        L += effects_table(o, 3)
+        L += ["Models: " + "; ".join(f"{m['model']} R^2 {f(m['r2'], '.2f')} (LOO {f(m['loo_r2'], '.2f')})"
+                                     for m in o["models"]) + ". Nested F tests: " + f_tests(o) + ".", ""]
+    return L
+
+
+def longctx_plots(rep):
+    """longctx_outcome_vs_count.png: each outcome of the main recipe vs the feature count: every run
+    (colour = seed, offset by seed so none hides another), the cell means (x) and the count fit."""
+    lc = rep["longctx"]
+    if not (lc and lc["outcomes"]):
+        return []
+    outs = lc["outcomes"]
+    fig, axs = figures(len(outs), 4.2, 3.6)
+    rows = [w for w in lc["runs"] if w["recipe"] == lc["main_recipe"] and w["ckpt"] == "final"]
+    for ax, (key, o) in zip(axs[0], outs.items()):
+        seeds = o["seeds"] or [None]
+        for j, sd in enumerate(seeds):
+            pts = [w for w in rows if w["seed"] == sd and w[key] is not None]
+            ax.plot([w["count"] + 0.08 * (j - (len(seeds) - 1) / 2) for w in pts], [w[key] for w in pts], "o",
+                    ms=4, alpha=0.8, label=f"seed {f(sd, 'g')}")
+        ax.plot([c["count"] for c in o["cells"]], [c["mean"] for c in o["cells"]], "kx", ms=5, label="cell mean")
+        b = {c["name"]: c["est"] for c in o["models"][0]["coefs"]}
+        ax.plot([0, 4], [b["intercept"], b["intercept"] + 4 * b["count"]], "k-",
+                label=f"count fit, R^2 {f(o['models'][0]['r2'], '.2f')}")
+        ax.set(xlabel="inhibiting-feature count", ylabel=key, title=f"{key} vs feature count")
+        ax.legend(fontsize=6)
+    return [("longctx_outcome_vs_count.png", fig)]

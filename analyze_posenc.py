@@ -1,0 +1,273 @@
+"""
+The posenc study: positional encodings trained short, evaluated long on text and retrieval. Loss,
+LongPPL and retrieval by evaluation length per positional encoding, and chunk attention's
+ablations. Reads top to bottom: its report, its markdown, its plots.
+"""
+import math
+
+import numpy as np
+
+from stats import BETTER_LEVEL, MIN_SEEDS, paired_acc, seed_stats
+from studyio import dget, f, figures, no_data, num, paired_cell, parse_int, pm, run_kind, table
+from analyze_encodings import (BASELINES, CHUNK_ABLATIONS, ENCODING_ORDER, attn_by_distance, by_length_panel,
+                               cells_by_seed, encoding, hope_pairs, score_verdict)
+
+
+POSENC_FLAGS = ("pos", "pos_pattern", "swan", "chunk_layers")  # a text run given one of these is a posenc run
+
+
+def posenc_report(runs, gate=0.9, margin=0.05, reference="rope"):
+    """Positional-variant text runs (a --pos, --pos_pattern, --swan or --chunk_layers flag given;
+    train short, evaluate long with evaluate.py), one cell per (training, encoding, training length)
+    over seeds; training is "text" or "task_mix:<task_list>" (task-trained runs, for retrieval).
+    Per cell: loss and LongPPL by evaluation length (eval.json ppl), retrieval exact match and rank by
+    length (eval.json tasks), the score, each as mean/sd/per seed. Retrieval cells are gated like
+    lengen's: learned when the mean exact match of every task at the training length is >= `gate`.
+    Against the `reference` encoding's cell of the same training and length, paired over seeds at each
+    length past training: the loss difference, and for learned retrieval cells the exact-match
+    difference with a verdict on the score (as lengen_report)."""
+    sel = [r for r in runs if run_kind(r) == "lm" and isinstance(r.get("eval"), dict)
+           and any(k in r["config"]["model"] for k in POSENC_FLAGS)]
+    if not sel:
+        return None
+    def key(r):
+        c = r["config"]
+        training = f"task_mix:{c.get('task_list')}" if (num(c.get("task_mix")) or 0) > 0 else "text"
+        return training, encoding({**r["model_config"], **c["model"]}), c.get("block_size")
+    cells = cells_by_seed([(key(r), r) for r in sel], "training, encoding, length")
+    out = {}
+    for (training, enc, block), by_seed in cells.items():
+        seeds = sorted(by_seed, key=lambda s: (num(s) is None, num(s) or 0))
+        ev = {s: by_seed[s]["eval"] for s in seeds}
+        lengths = sorted({parse_int(L) for s in seeds for L in (dget(ev[s], "ppl", "by_length") or {})} |
+                         {parse_int(L) for s in seeds for t in (ev[s].get("tasks") or {}).values()
+                          if isinstance(t, dict) for L in (t.get("by_length") or {})})
+        lengths = [L for L in lengths if L != math.inf]
+        per_len = lambda get: {str(L): seed_stats({s: num(get(ev[s], str(L))) for s in seeds}) for L in lengths}
+        tasks_ = sorted({t for s in seeds for t, v in (ev[s].get("tasks") or {}).items() if isinstance(v, dict)})
+        retrieval = {t: {m: per_len(lambda e, L, t=t, m=m: dget(e, "tasks", t, "by_length", L, m))
+                         for m in ("exact", "rank")} for t in tasks_}
+        train_len = num(block)
+        at_train = [retrieval[t]["exact"].get(str(int(train_len)), {}).get("mean") if train_len else None
+                    for t in tasks_]
+        learned = (all(x is not None and x >= gate for x in at_train) if tasks_ else None)
+        out[(training, enc, block)] = {
+            "training": training, "encoding": enc, "train_len": int(train_len) if train_len else None,
+            "n": len(seeds), "seeds": seeds,
+            "val_loss": seed_stats({s: num(by_seed[s]["metrics"].get("val_loss")) for s in seeds}),
+            "loss_by_length": per_len(lambda e, L: dget(e, "ppl", "by_length", L)),
+            "longppl_by_length": per_len(lambda e, L: dget(e, "ppl", "longppl", "by_length", L, "longppl")),
+            "retrieval": retrieval, "learned": learned, "hope_pairs": hope_pairs(by_seed.values()),
+            "attn_by_distance": attn_by_distance(ev.values()),
+            "score": seed_stats({s: num(ev[s].get("score")) for s in seeds}),
+            "score_def": next((ev[s].get("score_def") for s in seeds if isinstance(ev[s].get("score_def"), str)), None),
+            "vs_reference": None, "verdict": None}
+    for (training, enc, block), c in out.items():
+        ref = out.get((training, reference, block))
+        if ref is None or enc == reference:
+            c["verdict"] = "reference" if enc == reference else f"no {reference} cell to compare with"
+            continue
+        past = [L for L in c["loss_by_length"] if c["train_len"] and parse_int(L) > c["train_len"]]
+        cmp = {"loss": {L: paired_acc(c["loss_by_length"][L]["per_seed"], ref["loss_by_length"][L]["per_seed"])
+                        for L in past if L in ref["loss_by_length"]}, "exact": {}, "score": None}
+        if c["learned"] is False:
+            c["verdict"] = "excluded: retrieval not learned in distribution"
+        elif c["learned"] and not ref["learned"]:
+            c["verdict"] = f"no comparison: {reference} retrieval not learned in distribution"
+        elif c["learned"]:
+            for t in c["retrieval"]:
+                for L, st in c["retrieval"][t]["exact"].items():
+                    if parse_int(L) > c["train_len"] and L in ref["retrieval"].get(t, {}).get("exact", {}):
+                        cmp["exact"][f"{t}@{L}"] = paired_acc(st["per_seed"], ref["retrieval"][t]["exact"][L]["per_seed"])
+            cmp["score"] = paired_acc(c["score"]["per_seed"], ref["score"]["per_seed"])
+            c["verdict"] = score_verdict(cmp["score"], reference, margin)
+        c["vs_reference"] = cmp
+    for (training, enc, block), c in out.items():
+        base = out.get((training, BASELINES.get(enc), block))
+        c["vs_baseline"] = posenc_baseline(c, base, margin) if base else None
+    order = ENCODING_ORDER
+    ordered = sorted(out.values(), key=lambda c: (c["training"], c["train_len"] or 0,
+                                                 order.get(c["encoding"], len(order)), c["encoding"]))
+    return {"gate": {"metric": "retrieval exact match at the training length", "threshold": gate},
+            "reference": reference, "margin": margin, "cells": ordered,
+            "excluded": [{"training": c["training"], "encoding": c["encoding"], "n": c["n"]}
+                         for c in ordered if c["learned"] is False],
+            "chunk_ablation": chunk_ablation(out, margin)}
+
+
+def mean_loss(cell, lengths):
+    """{seed: the cell's mean loss over the given evaluation lengths} (None for a seed missing one)."""
+    by = {s: [cell["loss_by_length"][L]["per_seed"].get(s) for L in lengths] for s in cell["seeds"]}
+    return {s: float(np.mean(v)) if v and None not in v else None for s, v in by.items()}
+
+
+def posenc_baseline(c, base, margin):
+    """posenc cells[].vs_baseline: a cell against its BASELINES encoding of the same training and length,
+    paired over seeds: the loss at every length (training length included), the mean loss past
+    training (loss_past, with the verdict on it, lower is better), and, when both learned retrieval,
+    the score; None when there is neither."""
+    lens = [L for L in c["loss_by_length"] if c["loss_by_length"][L]["mean"] is not None
+            and (base["loss_by_length"].get(L) or {}).get("mean") is not None]  # text-trained cells only
+    past = [L for L in lens if c["train_len"] and parse_int(L) > c["train_len"]]
+    loss_past = paired_acc(mean_loss(c, past), mean_loss(base, past)) if past else None
+    score = paired_acc(c["score"]["per_seed"], base["score"]["per_seed"]) if c["learned"] and base["learned"] else None
+    if not lens and score is None:
+        return None
+    return {"baseline": base["encoding"],
+            "loss": {L: paired_acc(c["loss_by_length"][L]["per_seed"], base["loss_by_length"][L]["per_seed"]) for L in lens},
+            "loss_past": loss_past,
+            "loss_verdict": score_verdict(loss_past, base["encoding"], margin, lower_is_better=True) if past else None,
+            "score": score, "score_verdict": score_verdict(score, base["encoding"], margin) if score else None}
+
+
+def chunk_ablation(cells, margin=0.05, full="chunk"):
+    """posenc.chunk_ablation: each cell with one of chunk attention's principles removed
+    (CHUNK_ABLATIONS) against the full chunk model's cell of the same training and length, paired over
+    seeds. Text-trained cells: the loss at each length past training and its mean over those lengths
+    (loss_past; lower is better). Retrieval-trained cells: the retrieval score and exact match per task
+    and length past training, compared only when both learned retrieval in distribution (the full
+    model's ability is shown before an ablation's effect on it is read); an ablation that did not learn
+    it is reported as such."""
+    rows = []
+    for (training, enc, block), c in cells.items():
+        ref = cells.get((training, full, block))
+        flag = next((k for k, (_, suf) in CHUNK_ABLATIONS.items() if enc == full + suf), None)
+        if flag is None or ref is None:
+            continue
+        cmp = {"score": None, "exact": {}, "loss": {}, "loss_past": None}
+        if training == "text":  # loss by length past training, paired with the full chunk model's
+            past = [L for L in c["loss_by_length"] if parse_int(L) > (c["train_len"] or 0) and L in ref["loss_by_length"]]
+            cmp["loss"] = {L: paired_acc(c["loss_by_length"][L]["per_seed"], ref["loss_by_length"][L]["per_seed"])
+                           for L in past}
+            cmp["loss_past"] = paired_acc(mean_loss(c, past), mean_loss(ref, past))  # negative: lower without it
+            verdict = (score_verdict(cmp["loss_past"], full, margin, lower_is_better=True) if past
+                       else "no lengths past training")
+        elif ref["learned"] is not True:
+            verdict = f"no comparison: {full} retrieval not learned in distribution"
+        elif c["learned"] is not True:
+            verdict = "retrieval not learned in distribution without this principle"
+        else:
+            for t, r in c["retrieval"].items():
+                for L, st in r["exact"].items():
+                    if parse_int(L) > (c["train_len"] or 0) and L in ref["retrieval"].get(t, {}).get("exact", {}):
+                        cmp["exact"][f"{t}@{L}"] = paired_acc(st["per_seed"], ref["retrieval"][t]["exact"][L]["per_seed"])
+            cmp["score"] = paired_acc(c["score"]["per_seed"], ref["score"]["per_seed"])
+            verdict = score_verdict(cmp["score"], full, margin)
+        rows.append({"ablation": flag, "value": CHUNK_ABLATIONS[flag][0], "encoding": enc, "training": training,
+                     "train_len": c["train_len"], "n": c["n"], "learned": c["learned"], "full_learned": ref["learned"],
+                     "retrieval": c["retrieval"], "score": c["score"], "full_score": ref["score"],
+                     "loss_by_length": c["loss_by_length"], "full_loss_by_length": ref["loss_by_length"],
+                     "vs_full": cmp, "verdict": verdict})
+    order = list(CHUNK_ABLATIONS)
+    return sorted(rows, key=lambda r: (r["training"], r["train_len"] or 0, order.index(r["ablation"])))
+
+
+def posenc_md(pe):
+    if not (pe and pe["cells"]):
+        return no_data("posenc")
+    ref, gate = pe["reference"], f(pe['gate']['threshold'])
+    how = ("Mean ± sd over seeds (evaluate.py). Loss: nats/token on the held-out plays in windows of L tokens; "
+           f"Δ loss {ref}: mean over the lengths past training of the paired difference from {ref}'s (negative: "
+           f"lower loss). Retrieval: exact match of the answer (rank among 5 in brackets); learned: mean exact "
+           f"match at the training length >= {gate}; Δ {ref}: the score (mean exact match past training) minus "
+           f"{ref}'s, paired over seeds (z, seeds higher/lower); verdict: better/worse when the paired t test over "
+           f">= {MIN_SEEDS} seeds gives p < {f(BETTER_LEVEL)} and |Δ| >= {f(pe['margin'])}, else not distinguishable.")
+    L = ["## 6. Positional encodings: train short, evaluate long", "", how, ""]
+    for training in dict.fromkeys(c["training"] for c in pe["cells"]):
+        cs = [c for c in pe["cells"] if c["training"] == training]
+        lens = sorted({L for c in cs for L in c["loss_by_length"] if c["loss_by_length"][L]["mean"] is not None},
+                      key=parse_int)
+        if lens:
+            L += [f"**{training}-trained: loss by length**", ""]
+            rows = []
+            for c in cs:
+                d = [v["mean_diff"] for v in ((c["vs_reference"] or {}).get("loss") or {}).values() if v]
+                rows.append([c["encoding"], str(c["n"]), f(c["train_len"])] + [pm(c["loss_by_length"].get(L))
+                                                                            for L in lens]
+                            + [pm(c["longppl_by_length"].get(lens[-1]), ".2f"),
+                               f"{np.mean(d):+.3f}" if d else "-"])
+            L += table(["encoding", "seeds", "train len"] + [f"loss@{x}" for x in lens]
+                       + [f"LongPPL@{lens[-1]}", f"Δ loss {ref}"], rows) + [""]
+        for t in sorted({t for c in cs for t in c["retrieval"]}):
+            tl = sorted({L for c in cs for L in c["retrieval"].get(t, {}).get("exact", {})}, key=parse_int)
+            L += [f"**{training}-trained: {t} retrieval**", ""]
+            rows = []
+            for c in cs:
+                r = c["retrieval"].get(t, {})
+                p = (c["vs_reference"] or {}).get("score")
+                rows.append([c["encoding"], str(c["n"])]
+                            + [pm(r.get("exact", {}).get(L)) + f" ({f((r.get('rank', {}).get(L) or {}).get('mean'), '.2f')})"
+                               for L in tl]
+                            + ["-" if c["learned"] is None else "yes" if c["learned"] else "**no**", pm(c["score"]),
+                               paired_cell(p),
+                               c["verdict"]])
+            L += table(["encoding", "seeds"] + [f"@{x}" for x in tl] + ["learned", "score", f"Δ {ref}", "verdict"],
+                       rows) + [""]
+    base = [c for c in pe["cells"] if c.get("vs_baseline")]
+    if base:
+        L += ["Beside the reference (`vs_baseline`, paired over seeds; loss: mean past training, lower is better):", ""]
+        for c in base:
+            b = c["vs_baseline"]
+            L += [f"- {c['training']}: {c['encoding']} vs {b['baseline']}: " + "; ".join(
+                x for x in (f"loss {paired_cell(b['loss_past'])}, {b['loss_verdict']}" if b["loss_verdict"] else "",
+                            f"score {paired_cell(b['score'])}, {b['score_verdict']}" if b["score_verdict"] else "") if x)]
+        L += [""]
+    if pe["excluded"]:
+        L += ["Retrieval cells excluded by the gate: " + ", ".join(f"{x['training']}/{x['encoding']}"
+                                                                for x in pe["excluded"]) + ".", ""]
+    return L + chunk_ablation_md(pe.get("chunk_ablation"))
+
+
+def chunk_ablation_md(rows):
+    if not rows:
+        return []
+    L = ["### Chunk attention: one principle removed at a time (arXiv 2510.17196)", "",
+         "Text-trained: loss by length of each ablated model (the full chunk model's in brackets), the paired "
+         "difference of the mean loss past training (negative: lower without the principle). Retrieval-trained: "
+         "exact match by length, the score (mean exact match past training) beside the full chunk model's and "
+         "their paired difference. z and seeds higher/lower in brackets; verdict by the one rule (paired t test "
+         "over >= 3 seeds).", ""]
+    out = []
+    for r in rows:
+        if r["training"] == "text":
+            by = " / ".join(f"@{L} {f(st['mean'], '.3f')} ({f((r['full_loss_by_length'].get(L) or {}).get('mean'), '.3f')})"
+                            for L, st in r["loss_by_length"].items())
+            out.append([r["encoding"], f"{r['ablation']}={r['value']}", r["training"], str(r["n"]), by or "-",
+                        "-", "-", paired_cell(r["vs_full"]["loss_past"]), r["verdict"]])
+            continue
+        ex = " / ".join(f"{t}@{L} {f(st['mean'], '.2f')}" for t, v in r["retrieval"].items()
+                        for L, st in v["exact"].items())
+        out.append([r["encoding"], f"{r['ablation']}={r['value']}", r["training"], str(r["n"]), ex or "-",
+                    pm(r["score"]), pm(r["full_score"]), paired_cell(r["vs_full"]["score"]), r["verdict"]])
+    return L + table(["encoding", "removed", "training", "seeds", "by length", "score", "full chunk score",
+                      "Δ chunk", "verdict"], out) + [""]
+
+
+def posenc_plots(rep):
+    """posenc_length.png: per training (text / task mix) the loss and each retrieval task's exact match
+    by evaluation length, one line per encoding."""
+    pe = rep["posenc"]
+    if not (pe and pe["cells"]):
+        return []
+    panels = []  # (title, ylabel, [(cell, {length: stats})])
+    for training in dict.fromkeys(c["training"] for c in pe["cells"]):
+        cs = [c for c in pe["cells"] if c["training"] == training]
+        if any(v["mean"] is not None for c in cs for v in c["loss_by_length"].values()):
+            panels.append((f"{training}: loss", "loss (nats/token)", [(c, c["loss_by_length"]) for c in cs]))
+        for t in sorted({t for c in cs for t in c["retrieval"]}):
+            panels.append((f"{training}: {t}", "exact match", [(c, c["retrieval"][t]["exact"])
+                                                               for c in cs if t in c["retrieval"]]))
+    fig, axs = figures(len(panels), 4.5)
+    colour = {}
+    for ax, (title, ylabel, series) in zip(axs[0], panels):
+        by_length_panel(ax, [(c["encoding"], c["encoding"], c["learned"] is not False,
+                              [(parse_int(L), v) for L, v in by_len.items()]) for c, by_len in series],
+                        colour, clip=ylabel == "exact match")
+        tl = next((c["train_len"] for c, _ in series if c["train_len"]), None)
+        if tl:
+            ax.axvline(tl, color="grey", ls=":", lw=1)
+        ax.set(title=title, xlabel="evaluation length (tokens)", ylabel=ylabel, xscale="log")
+        lengths = sorted({parse_int(L) for _, by_len in series for L in by_len})
+        ax.set_xticks(lengths, [str(L) for L in lengths])  # the evaluated lengths, not 2x10^2 ...
+        ax.minorticks_off()
+    return [("posenc_length.png", fig)]

@@ -1,0 +1,339 @@
+"""
+The statistics of the studies, as pure functions (numpy and scipy only, no records, no models):
+analyze.py's study blocks call them, tests/test_stats.py checks them against hand-worked numbers.
+
+Each function says its formula and where it comes from. Seeds: the QAT LR-schedule study ("QAT
+seed", no arXiv id) and "Cracks in the Foundation" (arXiv 2608.10296, "long-context seed"). Read top
+to bottom: paired comparisons and the one rule for "better", seed summaries and intervals of a
+mean, the log-linear law and its intervals, OLS and its tests (nested F, leave-one-out, factorial
+designs, remove-one, lack of fit, interaction), the N-D law (arXiv 2505.14302).
+"""
+import itertools
+import math
+
+import numpy as np
+from scipy import stats as scistats
+
+def sd1(values):
+    """Sample standard deviation (ddof 1) over seeds; None below 2 values."""
+    return float(np.std(values, ddof=1)) if len(values) > 1 else None
+
+
+def paired_z(a, b):
+    """Paired comparison across seeds; a[i], b[i] are the losses of seed i under A and B.
+    d = a - b, z = mean(d) / (sd(d, ddof=1) / sqrt(n)), the paired t statistic: negative z means
+    A has the lower loss. QAT seed: z ~ 12-15 with 10/10 seeds for wd33 over wd10 at INT4 50M+."""
+    a, b = np.asarray(a, dtype=float).ravel(), np.asarray(b, dtype=float).ravel()
+    if a.shape != b.shape:
+        raise ValueError(f"paired_z needs one loss per seed on both sides, got {a.size} and {b.size}")
+    n, d = a.size, a - b
+    mean = float(d.mean()) if n else math.nan
+    if n < 2:
+        z = math.nan  # no spread to estimate
+    else:
+        sd = float(d.std(ddof=1))
+        if sd > 0:
+            z = mean / (sd / math.sqrt(n))
+        else:  # every seed moved by exactly the same amount: infinitely sure, unless it is zero
+            z = math.copysign(math.inf, mean) if mean != 0 else math.nan
+    return {"z": z, "mean_diff": mean, "n": n,
+            "wins_a": int((a < b).sum()), "wins_b": int((b < a).sum())}
+
+
+def paired_acc(a, b):
+    """Paired comparison of accuracies over common seeds (a, b: {seed: value}): d = a - b, mean
+    difference, paired z (paired_z's statistic; positive: a is higher), seeds where a is higher / lower."""
+    seeds = sorted(s for s in set(a) & set(b) if a[s] is not None and b[s] is not None)
+    if not seeds:
+        return None
+    pz = paired_z([a[s] for s in seeds], [b[s] for s in seeds])
+    return {"n": pz["n"], "mean_diff": pz["mean_diff"], "z": pz["z"], "p": paired_p(pz["z"], pz["n"]),
+            "wins": pz["wins_b"], "losses": pz["wins_a"]}
+
+
+def paired_p(z, n):
+    """Two-sided p of the paired t test whose statistic is paired_z's z, on n - 1 dof (the sd of the
+    differences is estimated, never known); None below 2 seeds or for an undefined z."""
+    if n < 2 or z is None or math.isnan(z):
+        return None
+    return 0.0 if math.isinf(z) else float(2 * scistats.t.sf(abs(z), n - 1))
+
+
+# The one rule for "better" in every study: the paired t test over matched seeds (paired_p) at
+# level BETTER_LEVEL, with at least MIN_SEEDS seeds; otherwise "not distinguishable", with the numbers.
+BETTER_LEVEL, MIN_SEEDS = 0.05, 3
+
+
+def distinguishable(p):
+    """A paired comparison (paired_acc) passes the rule for "better" / "worse" (sign: its mean_diff)."""
+    return p is not None and p["n"] >= MIN_SEEDS and p["p"] is not None and p["p"] < BETTER_LEVEL
+
+
+def seed_stats(per_seed):
+    """{seed: value} -> mean, sd (ddof 1; None below 2 seeds), n and the values, over the non-missing ones."""
+    v = {s: x for s, x in per_seed.items() if x is not None}
+    a = np.array(list(v.values()), dtype=float)
+    return {"mean": float(a.mean()) if a.size else None, "sd": sd1(a),
+            "n": int(a.size), "per_seed": v}
+
+
+def t_half_width(values, level=0.95):
+    """Half-width of the level confidence interval of a mean over runs, the t interval:
+    t_{(1+level)/2, n-1} * sd(ddof 1) / sqrt(n); nan below 2 values."""
+    v = np.asarray(values, dtype=float)
+    return scistats.t.ppf(0.5 + level / 2, len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v)) if len(v) > 1 else math.nan
+
+
+def binomial_half_width(p, n, level=0.95):
+    """Half-width of the level sampling CI of a mean of k exact-match rates p[i], each over n[i]
+    samples (normal approximation to the binomial): z_{(1+level)/2} * sqrt(sum p(1-p)/n) / k."""
+    p, n = np.asarray(p, dtype=float), np.asarray(n)
+    return scistats.norm.ppf(0.5 + level / 2) * math.sqrt(float(np.sum(p * (1 - p) / n))) / len(p)
+
+
+def samples_for_ci(seeds, half=0.05, level=0.95):
+    """Samples per run so that a cell mean over `seeds` runs has a 95% sampling CI half-width <= half
+    whatever the exact-match rate: z^2 * max p(1-p) / (half^2 * seeds), p(1-p) <= 1/4."""
+    z = scistats.norm.ppf(0.5 + level / 2)
+    return math.ceil(z * z * 0.25 / (half * half * seeds))
+
+
+def pearson(x, y):
+    """Pearson's r (scipy.stats.pearsonr); None when x or y is constant (r undefined)."""
+    return float(scistats.pearsonr(x, y)[0]) if np.ptp(x) and np.ptp(y) else None
+
+
+def spearman(x, y):
+    """Spearman's rank correlation (scipy.stats.spearmanr); None when x or y is constant."""
+    return float(scistats.spearmanr(x, y)[0]) if np.ptp(x) and np.ptp(y) else None
+
+def loglinear_fit(x, y):
+    """OLS of y = alpha + beta * ln(x); QAT seed: INT6 penalty vs non-embedding params N.
+    Returns alpha, beta, n, s (residual sd, n-2 dof), xbar (mean of ln x), sxx, r2."""
+    x, y = np.asarray(x, dtype=float).ravel(), np.asarray(y, dtype=float).ravel()
+    if x.shape != y.shape:
+        raise ValueError(f"loglinear_fit: x has {x.size} values, y has {y.size}")
+    if x.size < 3:
+        raise ValueError(f"loglinear_fit needs n >= 3 points (n - 2 residual dof), got {x.size}")
+    if not (np.all(np.isfinite(x)) and np.all(x > 0) and np.all(np.isfinite(y))):
+        raise ValueError("loglinear_fit needs finite y and x > 0")
+    lx, n = np.log(x), x.size
+    xbar = lx.mean()
+    sxx = float(((lx - xbar) ** 2).sum())
+    if sxx == 0:
+        raise ValueError("loglinear_fit needs at least two distinct x values")
+    beta = float(((lx - xbar) * (y - y.mean())).sum() / sxx)
+    alpha = float(y.mean() - beta * xbar)
+    sse = float(((y - alpha - beta * lx) ** 2).sum())
+    sst = float(((y - y.mean()) ** 2).sum())
+    return {"alpha": alpha, "beta": beta, "n": int(n), "s": math.sqrt(sse / (n - 2)),
+            "xbar": float(xbar), "sxx": sxx, "r2": 1 - sse / sst if sst > 0 else math.nan}
+
+
+def predict_interval(fit, x_new, level=0.95):
+    """Prediction interval of a new observation at x_new (the textbook OLS formula):
+    yhat +- t_{(1+level)/2, n-2} * s * sqrt(1 + 1/n + (ln x0 - xbar)^2 / sxx). Returns arrays."""
+    x0 = np.log(np.atleast_1d(np.asarray(x_new, dtype=float)))
+    n = fit["n"]
+    yhat = fit["alpha"] + fit["beta"] * x0
+    t = scistats.t.ppf((1 + level) / 2, n - 2)
+    half = t * fit["s"] * np.sqrt(1 + 1 / n + (x0 - fit["xbar"]) ** 2 / fit["sxx"])
+    return yhat, yhat - half, yhat + half
+
+
+def seed_noise_check(fit_pts, held_pts):
+    """The law checked against the seed noise rather than the OLS residual sd, which has n - 2 degrees
+    of freedom: with 3 fit sizes the 95% prediction interval uses t = 12.7 and covers almost anything.
+    Points are (N, mean penalty, sd over seeds, seeds). Weighted least squares with the known variances
+    se^2 = sd^2 / seeds: the lack-of-fit chi^2 of the fit sizes (n - 2 dof) and its p-value, and per
+    held-out size z = (P - Phat) / sqrt(se^2 + var(Phat)). None when a point lacks an sd over >= 2 seeds."""
+    pts = list(fit_pts) + list(held_pts)
+    if len(fit_pts) < 3 or any(p[2] is None or not p[2] > 0 or p[3] < 2 for p in pts):
+        return None
+    x = np.log([p[0] for p in fit_pts])
+    y = np.array([p[1] for p in fit_pts])
+    se = np.array([p[2] / math.sqrt(p[3]) for p in fit_pts])
+    X = np.stack([np.ones_like(x), x], 1)
+    cov = np.linalg.inv(X.T @ np.diag(1 / se ** 2) @ X)
+    coef = cov @ X.T @ np.diag(1 / se ** 2) @ y
+    chi2 = float((((y - X @ coef) / se) ** 2).sum())
+    held = []
+    for n, pen, sd, k in held_pts:
+        x0 = np.array([1.0, math.log(n)])
+        held.append({"pred": float(x0 @ coef), "z": (pen - float(x0 @ coef)) / math.sqrt(sd ** 2 / k + float(x0 @ cov @ x0))})
+    return {"alpha": float(coef[0]), "beta": float(coef[1]), "beta_se": math.sqrt(cov[1, 1]), "chi2": chi2,
+            "dof": len(fit_pts) - 2, "p_lack_of_fit": float(scistats.chi2.sf(chi2, len(fit_pts) - 2)), "held": held}
+
+
+def _design(X, y):
+    """[1, X] design matrix (X 1-D or 2-D) and y as float arrays."""
+    X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float).ravel()
+    X = X[:, None] if X.ndim == 1 else X
+    if len(X) != len(y):
+        raise ValueError(f"X has {len(X)} rows, y has {len(y)}")
+    return np.column_stack([np.ones(len(y)), X]), y
+
+
+def _ols(A, y):
+    # lstsq gives the minimum-norm solution, so a constant or duplicated axis does not crash
+    return np.linalg.lstsq(A, y, rcond=None)[0]
+
+
+def r2_in_sample(X, y):
+    """R^2 = 1 - SSE/SST of OLS with intercept (X 1-D or 2-D); nan when n <= 1 + columns or y is constant."""
+    A, y = _design(X, y)
+    sst = float(((y - y.mean()) ** 2).sum())
+    if len(y) <= A.shape[1] or sst == 0:  # as many coefficients as points: R^2 = 1 says nothing
+        return math.nan
+    return 1 - float(((y - A @ _ols(A, y)) ** 2).sum()) / sst
+
+
+def loo_r2(X, y, groups=None):
+    """Leave-one-out R^2 (long-context seed, arXiv 2608.10296: 0.61 for feature count -> HELMET 32K):
+    refit without run i, predict run i; R^2_LOO = 1 - sum (y_i - yhat_-i)^2 / sum (y_i - ybar)^2.
+    groups: leave out one group at a time instead (e.g. every seed of a cell: prediction of an unseen
+    feature combination). Negative when the predictor does worse than the mean. nan when n <= 1 +
+    columns, y is constant, or a refit has fewer rows than coefficients."""
+    A, y = _design(X, y)
+    n = len(y)
+    sst = float(((y - y.mean()) ** 2).sum())
+    g = np.arange(n) if groups is None else np.asarray(groups)
+    folds = [g == u for u in dict.fromkeys(g.tolist())]
+    if n <= A.shape[1] or sst == 0 or any((~f).sum() < A.shape[1] for f in folds):
+        return math.nan
+    press = 0.0
+    for out in folds:
+        press += float(((y[out] - A[out] @ _ols(A[~out], y[~out])) ** 2).sum())
+    return 1 - press / sst
+
+
+def ols(X, y, names=None, level=0.95):
+    """OLS with intercept (X 1-D or 2-D): coefficients with level-confidence intervals from t
+    quantiles on the n - rank residual dof (scipy.scistats.t), SSE, dof, residual sd s, R^2 (nan when
+    saturated or y constant). A rank-deficient design gets the minimum-norm solution."""
+    A, y = _design(X, y)
+    names = ["intercept"] + list(names or [f"x{i}" for i in range(1, A.shape[1])])
+    beta = _ols(A, y)
+    sse = float(((y - A @ beta) ** 2).sum())
+    dof = len(y) - int(np.linalg.matrix_rank(A))
+    s2 = sse / dof if dof > 0 else math.nan
+    se = np.sqrt(np.clip(np.diag(np.linalg.pinv(A.T @ A)), 0, None) * s2)
+    t = scistats.t.ppf((1 + level) / 2, dof) if dof > 0 else math.nan
+    sst = float(((y - y.mean()) ** 2).sum())
+    return {"coefs": [{"name": nm, "est": float(b), "se": float(e), "lo": float(b - t * e), "hi": float(b + t * e)}
+                      for nm, b, e in zip(names, beta, se)],
+            "n": len(y), "dof": dof, "sse": sse, "s": math.sqrt(s2) if dof > 0 else math.nan,
+            "r2": 1 - sse / sst if dof > 0 and sst > 0 else math.nan}
+
+
+def nested_f(small, big):
+    """F test of a model against a larger one that nests it (ols results): F, df1, df2, p."""
+    df1, df2 = small["dof"] - big["dof"], big["dof"]
+    if df1 <= 0 or df2 <= 0 or big["sse"] <= 0:
+        return {"F": math.nan, "df1": df1, "df2": df2, "p": math.nan}
+    F = (small["sse"] - big["sse"]) / df1 / (big["sse"] / df2)
+    return {"F": F, "df1": df1, "df2": df2, "p": float(scistats.f.sf(F, df1, df2))}
+
+
+def factorial_design(Z, model, names=None):
+    """Design columns for 0/1 factor columns Z [n, k] (named names): 'count' (their sum), 'additive'
+    (the k axes), 'pairwise' (axes and their k(k-1)/2 products), 'saturated' (every product: the
+    cell means). -> (X [n, m], column names)."""
+    Z = np.asarray(Z, dtype=float)
+    k = Z.shape[1]
+    names = names or [f"f{i}" for i in range(k)]
+    if model == "count":
+        return Z.sum(1, keepdims=True), ["count"]
+    subsets = [c for r in range(1, {"additive": 1, "pairwise": 2, "saturated": k}[model] + 1)
+               for c in itertools.combinations(range(k), r)]
+    return (np.column_stack([Z[:, list(c)].prod(1) for c in subsets]),
+            [":".join(names[i] for i in c) for c in subsets])
+
+
+def remove_one(Z, y, s2, dof, level=0.95):
+    """The remove-one test of the count hypothesis: the increment of each feature on top of the
+    others, mean(all features) - mean(all but feature i), with a level-CI from the pooled
+    within-cell variance s2 on dof degrees of freedom; and the F test that the increments are equal
+    (the count hypothesis: equal means of the k cells with one feature removed)."""
+    Z, y = np.asarray(Z, dtype=int), np.asarray(y, dtype=float)
+    k = Z.shape[1]
+    full = y[Z.sum(1) == k]
+    t = scistats.t.ppf((1 + level) / 2, dof) if dof > 0 else math.nan
+    out, cells = [], []
+    for i in range(k):
+        one = np.ones(k, dtype=int)
+        one[i] = 0
+        c = y[(Z == one).all(1)]
+        if not len(full) or not len(c):
+            out.append({"feature": i, "increment": None, "lo": None, "hi": None, "n": [len(full), len(c)]})
+            continue
+        cells.append(c)
+        inc, se = float(full.mean() - c.mean()), math.sqrt(s2 * (1 / len(full) + 1 / len(c)))
+        out.append({"feature": i, "increment": inc, "lo": inc - t * se, "hi": inc + t * se, "n": [len(full), len(c)]})
+    test = {"F": math.nan, "df1": len(cells) - 1, "df2": dof, "p": math.nan}
+    if len(cells) > 1 and dof > 0 and s2 > 0:
+        grand = np.concatenate(cells).mean()
+        F = sum(len(c) * (c.mean() - grand) ** 2 for c in cells) / (len(cells) - 1) / s2
+        test.update(F=float(F), p=float(scistats.f.sf(F, len(cells) - 1, dof)))
+    return {"increments": out, "equal": test}
+
+def lack_of_fit_f(groups, fitted, n_coef=2):
+    """Lack of fit of a law against the replicate (seed) noise, the textbook F test. groups[i]: the
+    replicates (one value per seed) at the i-th of m x-values; fitted[i]: the law's value there.
+    MS_pe = sum of within-group squared deviations / (sum n_i - m), the pooled seed variance;
+    MS_lof = sum n_i (mean_i - fitted_i)^2 / (m - n_coef); F = MS_lof / MS_pe on (m - n_coef,
+    sum n_i - m) dof. Unlike a chi^2 that treats each group's sample sd as known, the seed variance
+    here is an estimate with its own dof. None without replicates or lack-of-fit dof."""
+    groups = [np.asarray(g, dtype=float) for g in groups]
+    m, n = len(groups), sum(len(g) for g in groups)
+    df1, df2 = m - n_coef, n - m
+    ss_pe = sum(float(((g - g.mean()) ** 2).sum()) for g in groups)
+    if df1 < 1 or df2 < 1 or ss_pe <= 0:
+        return None
+    ss_lof = sum(len(g) * (float(g.mean()) - yh) ** 2 for g, yh in zip(groups, fitted))
+    F = (ss_lof / df1) / (ss_pe / df2)
+    return {"F": F, "df1": df1, "df2": df2, "p": float(scistats.f.sf(F, df1, df2)), "ms_lof": ss_lof / df1,
+            "ms_pe": ss_pe / df2}
+
+
+def dummies(labels):
+    """0/1 columns [n, levels - 1] of a factor (the first level, in sorted order, is the baseline)."""
+    levels = sorted(set(labels), key=str)
+    return np.array([[float(x == v) for v in levels[1:]] for x in labels]).reshape(len(labels), len(levels) - 1)
+
+
+def interaction_f(y, a, b, block):
+    """Two-way ANOVA of factors a and b with a blocking factor (matched seeds): the F test of the a x b
+    interaction, nested_f of y ~ a + b + block within y ~ a * b + block."""
+    A, B, S = dummies(a), dummies(b), dummies(block)
+    AB = np.column_stack([A[:, i] * B[:, j] for i in range(A.shape[1]) for j in range(B.shape[1])])
+    small = ols(np.column_stack([A, B, S]), y)
+    return nested_f(small, ols(np.column_stack([A, B, S, AB]), y))
+
+
+def loglinear_nd_fit(N, D, y, level=0.95):
+    """OLS of ln y = ln k + gamma_D ln D - gamma_N ln N (the QAT scaling law of Chen et al. 2025,
+    arXiv 2505.14302, at a fixed group size): the law delta = k D^gamma_D / N^gamma_N. None when the
+    design does not identify it (fewer than 4 points, or ln D and ln N collinear: D must vary at
+    fixed N). Returns k, gamma_N, gamma_D, n, r2 and what predict_nd needs."""
+    N, D, y = (np.asarray(v, dtype=float).ravel() for v in (N, D, y))
+    if y.size < 4 or not (np.all(y > 0) and np.all(N > 0) and np.all(D > 0)):
+        return None
+    if not any(len(set(D[N == n])) > 1 for n in set(N)):  # D ~ N (a fixed token budget per parameter):
+        return None                                       # collinear, however the floats round
+    X = np.column_stack([np.ones(y.size), np.log(D), -np.log(N)])
+    fit = ols(X[:, 1:], np.log(y), ["gamma_D", "gamma_N"], level)
+    c = {x["name"]: x["est"] for x in fit["coefs"]}
+    return {"k": math.exp(c["intercept"]), "gamma_N": c["gamma_N"], "gamma_D": c["gamma_D"], "n": int(y.size),
+            "r2": fit["r2"], "s": fit["s"], "dof": fit["dof"], "xtx_inv": np.linalg.pinv(X.T @ X).tolist()}
+
+
+def predict_nd(fit, N, D, level=0.95):
+    """The N-D law's prediction at (N, D) and its level prediction interval (the OLS formula in log
+    space, t on n - 3 dof, exponentiated): (pred, lo, hi); lo, hi None without residual dof."""
+    x0 = np.array([1.0, math.log(D), -math.log(N)])
+    yh = math.log(fit["k"]) + fit["gamma_D"] * x0[1] + fit["gamma_N"] * x0[2]
+    if fit["dof"] < 1 or not math.isfinite(fit["s"]):
+        return math.exp(yh), None, None
+    half = scistats.t.ppf((1 + level) / 2, fit["dof"]) * fit["s"] * math.sqrt(1 + x0 @ np.array(fit["xtx_inv"]) @ x0)
+    return math.exp(yh), math.exp(yh - half), math.exp(yh + half)

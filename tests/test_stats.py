@@ -1,0 +1,199 @@
+"""Tests for stats.py: the statistics against hand-worked numbers and planted effects."""
+import itertools
+import math
+import os
+import sys
+
+import numpy as np
+import pytest
+from scipy import stats as scistats
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import stats  # noqa: E402
+
+# t_{0.975, 2} = 0.95 * sqrt(2 / (4 * 0.975 * 0.025)) in closed form for 2 dof (as scipy.stats.t.ppf gives it)
+T975_DF2 = 4.302652729749464
+
+
+def test_paired_z_by_hand():
+    # d = [0.5, -0.5, 1.0], mean 1/3, deviations 1/6, -5/6, 2/3 -> var = (1 + 25 + 16)/36 / 2 = 7/12
+    # z = (1/3) / (sqrt(7/12) / sqrt(3)) = 2 / sqrt(7)
+    r = stats.paired_z([1.0, 2.0, 3.0], [0.5, 2.5, 2.0])
+    assert r["z"] == pytest.approx(2 / math.sqrt(7))
+    assert r["mean_diff"] == pytest.approx(1 / 3)
+    assert (r["n"], r["wins_a"], r["wins_b"]) == (3, 1, 2)
+
+
+def test_paired_z_degenerate():
+    assert stats.paired_z([1.0, 2.0], [0.5, 1.5])["z"] == math.inf  # sd 0, A worse on every seed
+    assert stats.paired_z([1.0, 2.0], [1.5, 2.5])["z"] == -math.inf
+    assert math.isnan(stats.paired_z([1.0, 2.0], [1.0, 2.0])["z"])  # no difference at all
+    r = stats.paired_z([1.0], [2.0])
+    assert math.isnan(r["z"]) and r["n"] == 1 and r["wins_a"] == 1
+    assert math.isnan(stats.paired_z([], [])["z"])
+    with pytest.raises(ValueError):
+        stats.paired_z([1.0, 2.0], [1.0])
+
+
+def test_loglinear_fit_by_hand():
+    # ln x = 0, 1, 2, 3; y = 1, 2, 2, 4: xbar = 1.5, sxx = 2.25 + 0.25 + 0.25 + 2.25 = 5, ybar = 2.25
+    # sxy = 1.5*1.25 + 0.5*0.25 - 0.5*0.25 + 1.5*1.75 = 4.5 -> beta = 0.9, alpha = 2.25 - 0.9*1.5 = 0.9
+    # fitted 0.9, 1.8, 2.7, 3.6; residuals 0.1, 0.2, -0.7, 0.4; SSE = 0.70, s = sqrt(0.70 / 2)
+    # SST = 1.5625 + 0.0625 + 0.0625 + 3.0625 = 4.75, R^2 = 1 - 0.70/4.75
+    fit = stats.loglinear_fit(np.exp([0.0, 1.0, 2.0, 3.0]), [1.0, 2.0, 2.0, 4.0])
+    assert fit["n"] == 4
+    for k, v in dict(alpha=0.9, beta=0.9, s=math.sqrt(0.35), xbar=1.5, sxx=5.0, r2=1 - 0.70 / 4.75).items():
+        assert fit[k] == pytest.approx(v), k
+
+
+def test_loglinear_fit_rejects_bad_input():
+    with pytest.raises(ValueError, match="n >= 3"):
+        stats.loglinear_fit([1.0, 2.0], [0.1, 0.2])
+    with pytest.raises(ValueError):
+        stats.loglinear_fit([1.0, 0.0, 2.0], [0.1, 0.2, 0.3])  # ln 0
+    with pytest.raises(ValueError):
+        stats.loglinear_fit([5.0, 5.0, 5.0], [0.1, 0.2, 0.3])  # sxx = 0
+
+
+def test_predict_interval_by_hand():
+    fit = stats.loglinear_fit(np.exp([0.0, 1.0, 2.0, 3.0]), [1.0, 2.0, 2.0, 4.0])
+    # at ln x0 = 4: yhat = 0.9 + 0.9*4 = 4.5; half = t * sqrt(0.35) * sqrt(1 + 1/4 + (4 - 1.5)^2 / 5)
+    #             = t * sqrt(0.35) * sqrt(2.5)
+    half = T975_DF2 * math.sqrt(0.35 * 2.5)
+    yhat, lo, hi = stats.predict_interval(fit, [math.exp(4.0), math.exp(1.5)])
+    assert yhat[0] == pytest.approx(4.5) and lo[0] == pytest.approx(4.5 - half) and hi[0] == pytest.approx(4.5 + half)
+    # at the centre ln x0 = xbar: yhat = 0.9 + 1.35 = 2.25, half = t * sqrt(0.35) * sqrt(1.25)
+    assert hi[1] - yhat[1] == pytest.approx(T975_DF2 * math.sqrt(0.35 * 1.25))
+    # level 0.5 is narrower
+    _, lo50, hi50 = stats.predict_interval(fit, [math.exp(4.0)], level=0.5)
+    assert hi50[0] - lo50[0] < hi[0] - lo[0]
+
+
+def test_r2_and_loo_r2_by_hand():
+    # x = 0, 1, 2; y = 0, 2, 1; ybar = 1, SST = 2
+    # in sample: slope = ((-1)(-1) + 0 + (1)(0)) / 2 = 0.5, intercept 0.5: residuals -0.5, 1, -0.5 -> SSE 1.5
+    assert stats.r2_in_sample([0.0, 1.0, 2.0], [0.0, 2.0, 1.0]) == pytest.approx(1 - 1.5 / 2)
+    # leave out x=0: line through (1,2),(2,1) predicts 3 -> error -3
+    # leave out x=1: line through (0,0),(2,1) predicts 0.5 -> error 1.5
+    # leave out x=2: line through (0,0),(1,2) predicts 4 -> error -3
+    # R^2_LOO = 1 - (9 + 2.25 + 9) / 2
+    assert stats.loo_r2([0.0, 1.0, 2.0], [0.0, 2.0, 1.0]) == pytest.approx(1 - 20.25 / 2)
+
+
+def test_loo_r2_explicit_refit_2d():
+    X = np.array([[0, 1], [1, 0], [1, 1], [2, 0], [0, 0], [2, 1]], dtype=float)
+    y = np.array([1.0, 2.5, 2.0, 4.2, 0.3, 3.1])
+    press = 0.0
+    for i in range(len(y)):  # refit OLS with intercept without row i, predict row i
+        keep = np.arange(len(y)) != i
+        A = np.column_stack([np.ones(keep.sum()), X[keep]])
+        coef = np.linalg.solve(A.T @ A, A.T @ y[keep])
+        press += (y[i] - np.r_[1.0, X[i]] @ coef) ** 2
+    expected = 1 - press / ((y - y.mean()) ** 2).sum()
+    assert stats.loo_r2(X, y) == pytest.approx(expected)
+    # independent check, the hat-matrix shortcut: e_i / (1 - h_ii)
+    A = np.column_stack([np.ones(len(y)), X])
+    H = A @ np.linalg.solve(A.T @ A, A.T)
+    e = y - H @ y
+    assert stats.loo_r2(X, y) == pytest.approx(1 - ((e / (1 - np.diag(H))) ** 2).sum() / ((y - y.mean()) ** 2).sum())
+    assert math.isnan(stats.loo_r2([1.0, 2.0], [1.0, 2.0]))  # n < 3
+    assert math.isnan(stats.r2_in_sample([1.0, 2.0], [1.0, 3.0]))  # 2 points, 2 coefficients: saturated
+    assert math.isnan(stats.loo_r2([1.0, 2.0, 3.0], [5.0, 5.0, 5.0]))  # constant y
+
+
+def test_factorial_statistics_by_hand():
+    Z = np.array(list(itertools.product((0, 1), repeat=2)) * 2)
+    X, names = stats.factorial_design(Z, "pairwise", ["a", "b"])
+    assert names == ["a", "b", "a:b"] and X[:, 2].tolist() == (Z[:, 0] * Z[:, 1]).tolist()
+    assert stats.factorial_design(Z, "count")[0][:, 0].tolist() == Z.sum(1).tolist()
+    y = np.array([1.0, 2.0, 3.0, 4.5, 1.2, 2.2, 2.8, 4.7])
+    fit = stats.ols(Z, y, ["a", "b"])
+    A = np.column_stack([np.ones(8), Z])
+    beta = np.linalg.solve(A.T @ A, A.T @ y)
+    s2 = ((y - A @ beta) ** 2).sum() / 5
+    se = np.sqrt(np.diag(np.linalg.inv(A.T @ A)) * s2)
+    t = scistats.t.ppf(0.975, 5)
+    assert [c["est"] for c in fit["coefs"]] == pytest.approx(beta.tolist())
+    assert [c["hi"] - c["est"] for c in fit["coefs"]] == pytest.approx((t * se).tolist())
+    big = stats.ols(X, y)
+    F = ((fit["sse"] - big["sse"]) / 1) / (big["sse"] / 4)
+    assert stats.nested_f(fit, big)["F"] == pytest.approx(F) and fit["dof"] == 5 and big["dof"] == 4
+    # leave-one-cell-out: each group of rows is refitted without it
+    g = [0, 1, 2, 3, 0, 1, 2, 3]
+    press = 0.0
+    for k in range(4):
+        keep = np.array(g) != k
+        b = np.linalg.lstsq(A[keep], y[keep], rcond=None)[0]
+        press += ((y[~keep] - A[~keep] @ b) ** 2).sum()
+    assert stats.loo_r2(Z, y, g) == pytest.approx(1 - press / ((y - y.mean()) ** 2).sum())
+    # remove-one: increments of the (1, 1) cell over (0, 1) and (1, 0), pooled variance
+    rem = stats.remove_one(Z, y, s2=0.01, dof=4)
+    a = rem["increments"][0]
+    assert a["increment"] == pytest.approx(np.mean([4.5, 4.7]) - np.mean([2.0, 2.2]))
+    assert a["hi"] - a["increment"] == pytest.approx(scistats.t.ppf(0.975, 4) * 0.1)
+
+
+def test_seed_noise_check_by_hand():
+    n = [1e4, 2e4, 4e4]
+    exact = [(x, 0.5 - 0.03 * math.log(x), 0.01, 3) for x in n]
+    sc = stats.seed_noise_check(exact, [(8e4, 0.5 - 0.03 * math.log(8e4) + 0.02, 0.01, 3)])
+    assert sc["chi2"] == pytest.approx(0, abs=1e-9) and sc["p_lack_of_fit"] == pytest.approx(1.0)
+    assert sc["beta"] == pytest.approx(-0.03) and sc["dof"] == 1
+    # held-out z = 0.02 / sqrt(0.01^2 / 3 + var of the prediction): positive, about 2-3.5
+    assert 1.5 < sc["held"][0]["z"] < 3.5
+    bent = exact[:2] + [(4e4, exact[2][1] + 0.05, 0.01, 3)]  # 0.05 off at se 0.0058: a clear lack of fit
+    assert stats.seed_noise_check(bent, [])["p_lack_of_fit"] < 1e-3
+    assert stats.seed_noise_check(exact[:2], []) is None  # 2 points: no check
+
+
+def test_lack_of_fit_f_by_hand():
+    """Three sizes, three seeds: MS_pe from the within-size deviations, MS_lof from the means' residuals."""
+    groups = [[1.0, 1.2, 1.1], [2.0, 2.2, 2.4], [2.6, 2.9, 3.2]]
+    fitted = [1.0, 2.0, 3.0]
+    ss_pe = 0.02 + 0.08 + 0.18
+    ss_lof = 3 * (0.1 ** 2 + 0.2 ** 2 + 0.1 ** 2)
+    t = stats.lack_of_fit_f(groups, fitted)
+    assert (t["df1"], t["df2"]) == (1, 6)
+    assert t["F"] == pytest.approx((ss_lof / 1) / (ss_pe / 6))
+    assert t["p"] == pytest.approx(scistats.f.sf(t["F"], 1, 6))
+    assert stats.lack_of_fit_f(groups[:2], fitted[:2]) is None  # 2 sizes, 2 coefficients: no dof
+
+
+def test_interaction_recovers_a_planted_interaction_and_stays_quiet_without():
+    rng = np.random.default_rng(0)
+    wds, seeds = (0.1, 0.33, 0.6), range(4)
+    seed_fx = {s: rng.normal(0, 0.05) for s in seeds}  # seed blocks: large, shared across cells
+    def anova(slope_b):
+        rows = [(3.0 + (0.2 if b else 0) + (slope_b if b else 0.1) * (w - 0.33) ** 2 * 10 + seed_fx[s]
+                 + rng.normal(0, 0.002), b, w, s) for b in (0, 1) for w in wds for s in seeds]
+        y, b, w, s = zip(*rows)
+        return stats.interaction_f(np.array(y), b, w, s)
+    planted = anova(0.0)  # the warmdown effect vanishes at the low bit-width
+    assert (planted["df1"], planted["df2"]) == (2, 15) and planted["p"] < 1e-6
+    ps = [anova(0.1)["p"] for _ in range(20)]  # the same warmdown effect at both bit-widths
+    assert min(ps) > 0.001 and np.mean(ps) > 0.2
+
+
+def test_paired_acc_and_the_one_rule_for_better():
+    """distinguishable needs the paired t test at p < 0.05 over >= 3 seeds: two seeds that agree are not enough."""
+    acc = lambda a, b: stats.paired_acc(dict(enumerate(a)), dict(enumerate(b)))
+    clear = acc([0.5, 0.6, 0.7], [0.1, 0.0, 0.2])  # d = 0.4, 0.6, 0.5: mean 0.5, sd 0.1
+    assert clear["p"] == pytest.approx(2 * scistats.t.sf(0.5 / (0.1 / math.sqrt(3)), 2))
+    assert (clear["n"], clear["wins"], clear["losses"]) == (3, 3, 0) and stats.distinguishable(clear)
+    assert not stats.distinguishable(acc([0.9, 0.8], [0.1, 0.2]))  # every seed higher, but two seeds
+    assert not stats.distinguishable(acc([0.30, 0.10, 0.45], [0.10, 0.08, 0.12]))  # z 1.8: p 0.18
+    assert stats.paired_acc({0: 1.0}, {1: 1.0}) is None  # no common seed
+
+
+def test_seed_stats_and_mean_intervals_by_hand():
+    st = stats.seed_stats({0: 1.0, 1: 2.0, 2: None, 3: 3.0})
+    assert (st["mean"], st["sd"], st["n"], st["per_seed"]) == (2.0, 1.0, 3, {0: 1.0, 1: 2.0, 3: 3.0})
+    assert stats.seed_stats({})["mean"] is None and stats.sd1([1.0]) is None
+    # t interval: mean 2, sd 1, n 3 -> half = t_{0.975, 2} / sqrt(3)
+    assert stats.t_half_width([1.0, 2.0, 3.0]) == pytest.approx(T975_DF2 / math.sqrt(3))
+    assert math.isnan(stats.t_half_width([1.0]))
+    # binomial: p = 0.5, 0.5 over 100 samples each -> z * sqrt(2 * 0.25 / 100) / 2
+    assert stats.binomial_half_width([0.5, 0.5], [100, 100]) == pytest.approx(1.959963984540054 * math.sqrt(0.005) / 2)
+    assert stats.samples_for_ci(3) == 129 and stats.samples_for_ci(1) == 385  # ceil(1.96^2 / 4 / 0.05^2 / seeds)
+    assert stats.pearson([1, 2, 3], [2, 4, 7]) == pytest.approx(scistats.pearsonr([1, 2, 3], [2, 4, 7])[0])
+    assert stats.pearson([1, 1, 1], [1, 2, 3]) is None and stats.spearman([1, 2, 3], [3, 2, 1]) == pytest.approx(-1)
