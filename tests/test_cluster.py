@@ -115,9 +115,18 @@ def test_sweep_cost_lists_every_job_and_the_total():
     m = re.fullmatch(r"total: (\S+) FLOPs, (\S+) GPU-hours at MFU 0.4 on H100 \(peak 989 TFLOP/s\), (\S+) GB of "
                      r"checkpoints", out[-1])
     assert m, out[-1]
-    q = sweep_cost("posenc", MFU="0.2", GPU="A100")  # half the MFU and a 312 TFLOP/s peak: 2 x 989/312 the hours
-    h = re.search(r"([\d.e+]+) GPU-hours at MFU 0.2 on A100 \(peak 312 TFLOP/s\)", q.stdout.splitlines()[-1])
-    assert h and float(h[1]) == pytest.approx(float(m[2]) * 2 * 989 / 312, rel=1e-3)
+
+
+
+def test_cost_scales_with_mfu_and_gpu(monkeypatch, capsys):
+    """Half the MFU and a 312 TFLOP/s peak (A100): 2 x 989/312 the hours (one job, in process)."""
+    hours = {}
+    for argv in ([], ["--mfu", "0.2", "--gpu", "A100"]):
+        monkeypatch.setattr(sys, "stdin", io.StringIO("a\tpython train.py --size 1M --iters 200\n"))
+        capsys.readouterr()
+        assert run_main(cost.main, argv)[0] == 0
+        hours[bool(argv)] = float(re.search(r"([\d.e+-]+) GPU-hours", capsys.readouterr().out.splitlines()[-1])[1])
+    assert hours[False] > 0 and hours[True] == pytest.approx(hours[False] * 2 * 989 / 312, rel=1e-3)
 
 
 def test_cost_refuses_an_unknown_gpu_or_mfu(monkeypatch, capsys):

@@ -85,7 +85,7 @@ def run_cli(script, *args):
                           text=True, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"})
 
 
-def test_cli_export_and_grid_probe(int4_run, tmp_path):
+def test_cli_export_and_grid_probe(int4_run, tmp_path, capsys):
     cfg, result, _ = int4_run
     before = open(os.path.join(cfg.out_dir, "result.json")).read()
     out = str(tmp_path / "model_int4.pt")
@@ -95,13 +95,16 @@ def test_cli_export_and_grid_probe(int4_run, tmp_path):
     rec = json.load(open(os.path.join(cfg.out_dir, "export.json")))
     assert rec["bytes"]["file"] == os.path.getsize(out) and rec["bytes"]["codes"] > 0
     assert rec["val_loss"] == pytest.approx(result["metrics"]["val_loss"], abs=1e-6)
-    # a full-precision export of the INT4 run at 6 bits is its PTQ twin
-    r = run_cli("export.py", cfg.out_dir, "--bits", "6", "--out", str(tmp_path / "model_int6.pt"))
-    assert r.returncode == 0 and "recorded deployed" not in r.stdout, r.stderr
+    # a full-precision export of the INT4 run at 6 bits is its PTQ twin (in process from here on: the
+    # entry point is checked above, and each interpreter start costs seconds)
+    import evaluate
+    from test_faults import run_main
+    capsys.readouterr()
+    assert run_main(export.main, [cfg.out_dir, "--bits", "6", "--out", str(tmp_path / "model_int6.pt")])[0] == 0
+    assert "recorded deployed" not in capsys.readouterr().out
     # the weight-to-grid probe (evaluate.py --tasks grid) writes its own file
-    r = run_cli("evaluate.py", cfg.out_dir, "--tasks", "grid", "--ckpt", "warmdown", "--grid_bits", "6",
-                "--out", str(tmp_path / "grid.json"))
-    assert r.returncode == 0, r.stderr
+    assert run_main(evaluate.main, [cfg.out_dir, "--tasks", "grid", "--ckpt", "warmdown", "--grid_bits", "6",
+                                    "--out", str(tmp_path / "grid.json")])[0] == 0
     g = json.load(open(tmp_path / "grid.json"))["grid_distance"]
     assert (g["bits"], g["ckpt"]) == (6, "warmdown") and 0 < g["overall"] < 0.5 and g["per_layer"]
     assert open(os.path.join(cfg.out_dir, "result.json")).read() == before  # the trainer's record is untouched
@@ -111,26 +114,27 @@ def test_cli_export_and_grid_probe(int4_run, tmp_path):
     ["--bits", "1"], ["--bits", "9"], ["--clip", "std:"], ["--keep", "int3"], ["--format", "onnx"],
     ["--out", "RUN/ckpt.pt"], ["--out", "RUN"],
 ])
-def test_cli_bad_input_one_line_error(int4_run, args):
+def test_cli_bad_input_one_line_error(int4_run, args, capsys):
+    """export.py's main in process: the command line's own path (cli_main) without an interpreter start."""
+    from test_faults import call, one_line
     cfg, _, _ = int4_run
     files = {n: open(os.path.join(cfg.out_dir, n), "rb").read() for n in os.listdir(cfg.out_dir)
              if os.path.isfile(os.path.join(cfg.out_dir, n))}
-    r = run_cli("export.py", cfg.out_dir, *[a.replace("RUN", cfg.out_dir) for a in args])
-    assert r.returncode != 0 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    one_line(*call(export.main, [cfg.out_dir, *[a.replace("RUN", cfg.out_dir) for a in args]], capsys))
     for n, b in files.items():  # nothing in the run folder changed
         assert open(os.path.join(cfg.out_dir, n), "rb").read() == b, n
 
 
-def test_unfinished_or_missing_run_is_refused(int4_run, tmp_path):
+def test_unfinished_or_missing_run_is_refused(int4_run, tmp_path, capsys):
+    """In process (the entry points' main; test_cli_export_and_grid_probe runs the real scripts)."""
+    import evaluate
+    from test_faults import call, one_line
     cfg, _, _ = int4_run
     unfinished = tmp_path / "unfinished"
     unfinished.mkdir()
     for f in ("ckpt.pt", "ckpt_warmdown.pt"):
         (unfinished / f).write_bytes(open(os.path.join(cfg.out_dir, f), "rb").read())
-    r = run_cli("export.py", str(unfinished))
-    assert r.returncode != 0 and "not finished" in r.stderr
-    r = run_cli("export.py", str(tmp_path / "nope"))
-    assert r.returncode != 0 and "no run folder" in r.stderr
-    r = run_cli("evaluate.py", str(unfinished), "--tasks", "grid", "--grid_bits", "16")
-    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1
+    one_line(*call(export.main, [str(unfinished)], capsys), "not finished")
+    one_line(*call(export.main, [str(tmp_path / "nope")], capsys), "no run folder")
+    one_line(*call(evaluate.main, [str(unfinished), "--tasks", "grid", "--grid_bits", "16"], capsys))
     assert sorted(os.listdir(unfinished)) == ["ckpt.pt", "ckpt_warmdown.pt"]
