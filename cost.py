@@ -122,7 +122,8 @@ def run_cost(cfg, mcfg, val_tokens=0):
         evaluated = (quick + passes) * 256 * ctx
     else:
         val = val_split(cfg, val_tokens)
-        evaluated = quick * min(cfg.eval_tokens, val) + passes * val
+        final = min(cfg.final_eval_tokens, val) if cfg.final_eval_tokens > 0 else val  # train.py's final passes
+        evaluated = quick * min(cfg.eval_tokens, val) + passes * final
     kept = 1 + (cfg.schedule == "wsd" and cfg.warmdown > 0 and iters > 0) + len(train.save_fractions(cfg))
     return dict(params=total, tokens=tokens, train_flops=train_flops,
                 eval_flops=evaluated * forward_flops(mcfg, cfg.optimizer, ctx), ckpt_bytes=kept * (weights + state))

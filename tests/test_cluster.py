@@ -89,6 +89,21 @@ def test_cost_equals_the_hand_sum(tmp_path):
     assert not os.listdir(tmp_path)  # nothing trained, nothing written
 
 
+def test_cost_prices_the_final_passes_on_final_eval_tokens():
+    """train.py's final passes score --final_eval_tokens of the val split (0 = all of it): so does
+    --cost, on a large val split (each pass of the QAT run: deployed and full precision)."""
+    from model import GPTConfig
+    val = 10 ** 8
+    flops = {}
+    for fet in (0, 2 ** 23):
+        cfg = train.parse_args(["--size", "1M", "--bits", "6", "--iters", "100", "--eval_interval", "100",
+                                "--final_eval_tokens", str(fet)])
+        mcfg = train.model_config(cfg, 4096)
+        flops[fet] = cost.run_cost(cfg, mcfg, val)["eval_flops"]
+        per_token = cost.forward_flops(mcfg, cfg.optimizer, mcfg.block_size)
+    assert flops[0] - flops[2 ** 23] == pytest.approx(2 * (val - 2 ** 23) * per_token, rel=1e-12)
+
+
 def test_cost_checkpoint_bytes_match_a_real_run(env):
     """The checkpoint sizes --cost predicts are the files a run keeps (torch.save adds a few KB)."""
     r = env.result
