@@ -285,6 +285,10 @@ class Attention(nn.Module):
             self.register_buffer("slopes", alibi_slopes(cfg.n_head), persistent=False)
         self.retr = ChunkRetrieval(cfg) if self.layer.chunk else None
         self.bypass = cfg.chunk_bypass
+        # ExPE on the embedding: the positions ride the residual stream into every layer's q and k, so
+        # those projections and the attention run in fp32 (a bf16 input rounds S + slope * n to steps
+        # of 8 tokens at 1k), as the q/k variant attends in fp32
+        self.fp32_qk = cfg.pos == "expe" and cfg.expe_on == "embed"
 
     def qkv(self, x, pe):
         """Projections with QK-norm and positions: (q, k, v, q0, k0) as [B, heads, T, D], where q, k
@@ -312,8 +316,12 @@ class Attention(nn.Module):
     def forward(self, x, pe):
         """-> (attention output [B, T, E], retrieval branch output or None)."""
         B, T, _ = x.shape
-        q, k, v, q0, k0 = self.qkv(x, pe)
-        if self.layer.pos == "expe":  # fp32 under any autocast: ExPE's positions in bf16 go up in steps (8 tokens at 1k)
+        if self.fp32_qk:
+            with torch.autocast(x.device.type, enabled=False):
+                q, k, v, q0, k0 = self.qkv(x.float(), pe)
+        else:
+            q, k, v, q0, k0 = self.qkv(x, pe)
+        if self.layer.pos == "expe" or self.fp32_qk:  # fp32 under any autocast: ExPE's positions in bf16 go up in steps (8 tokens at 1k)
             with torch.autocast(x.device.type, enabled=False):
                 y = attend(q.float(), k.float(), v.float(), self.layer.window)
         else:

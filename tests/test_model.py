@@ -253,6 +253,20 @@ def test_expe_on_embedding_sets_first_dims_of_first_block_input():
     assert torch.allclose(x[0, :, 0], 1.0 + n / 32)
 
 
+def test_expe_on_embedding_projects_q_and_k_in_fp32_under_autocast():
+    """Under bf16 autocast ExPE's embedded positions reach every layer's q and k through fp32
+    projections (bf16 would round S + slope * n), as the q/k variant attends in fp32; RoPE's stay bf16."""
+    for kw, want in ((dict(pos="expe", expe_dims=3), torch.float32), (dict(), torch.bfloat16)):
+        m = model(**kw)
+        seen = []
+        hooks = [blk.attn.c_k.register_forward_hook(lambda mod, i, o: seen.append(o.dtype)) for blk in m.blocks]
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            _, loss = m(tokens(20), tokens(20))
+        for h in hooks:
+            h.remove()
+        assert seen == [want] * len(m.blocks) and torch.isfinite(loss), kw
+
+
 def test_sinusoidal_equals_the_formula():
     """PE[n, 2i] = sin(n / 10000^(2i/d)), PE[n, 2i+1] = cos(...) (arXiv 1706.03762), added to wte at
     rms 0.02 (the token embedding's init std)."""
