@@ -979,6 +979,8 @@ def main(argv=None):
     sub.add_parser("verify", help="check every checksum, token id and count of a prepared folder").add_argument("dir")
     pw = sub.add_parser("windows", help="refuse a folder whose held-out documents hold too few windows at a length")
     pw.add_argument("dir", help="a prepared folder (its held-out split: the evaluation documents)")
+    pw.add_argument("--split", default="val", choices=("val", "train"),
+                    help="val (default: what evaluate.py scores) or train (what an extension trains on)")
     pw.add_argument("--lengths", required=True, help="comma-separated evaluation lengths, e.g. 16384,32768")
     pw.add_argument("--min_windows", type=int, default=8, help="windows needed at every length (default 8)")
     pw.add_argument("--tokenizer", default="cl100k_base", help="tiktoken encoding (default cl100k_base)")
@@ -989,8 +991,14 @@ def main(argv=None):
         t = time.time()
         if args.cmd == "windows":
             lengths = [int(x) for x in args.lengths.split(",") if x.strip()]
-            docs = load_corpus(args.dir, args.tokenizer, args.vocab_size).val_docs()
-            counts = check_windows([len(d) for d in docs], lengths, args.min_windows, args.dir)
+            corpus = load_corpus(args.dir, args.tokenizer, args.vocab_size)
+            if args.split == "val":
+                lens = [len(d) for d in corpus.val_docs()]
+            else:  # documents of the train stream, cut at end-of-text
+                cuts = np.flatnonzero(np.asarray(corpus.train) == corpus.eot) if corpus.eot is not None else []
+                lens = [int(b - a) for a, b in zip(np.concatenate([[-1], cuts]), np.concatenate([cuts, [len(corpus.train)]]))
+                        if b - a > 1]
+            counts = check_windows(lens, lengths, args.min_windows, f"{args.dir} ({args.split} split)")
             print(f"ok: {args.dir}: " + ", ".join(f"{n} windows of {L}" for L, n in counts.items()))
             return
         if args.cmd == "verify":

@@ -76,6 +76,7 @@ class ExtendConfig:
     warmdown: float = flag(None, "(default: 1 - warmup, a decay to 0 after the warmup; --lr_frac 0: the parent's)")
     batch_size: int = flag(None, "sequences per step (default: the parent's tokens per step at the new length)")
     short_frac: float = flag(0.0, "share of steps at the pretraining length (long/short data mix)")
+    data: str = flag("", "continued training's corpus (default: the parent's --data), e.g. a long-document set")
     ptq_bits: str = flag(None, "PTQ baseline bits ('' = skip; default: the parent's)")
     out_dir: str = flag("", "default: <run>-<method><factor>[-ft]")
     overwrite: bool = flag(False, "replace a finished extension in out_dir")
@@ -180,7 +181,7 @@ def child_config(parent_cfg, ec, block, original_len, iters, batch, out_dir, pea
         resume=os.path.exists(os.path.join(out_dir, "ckpt.pt")), overwrite=False, save_at="", device=ec.device,
         quiet=ec.quiet, short_frac=ec.short_frac, short_block=original_len if ec.short_frac else 0,
         batch_size=batch, grad_accum=math.gcd(batch, parent_cfg.grad_accum),
-        qat_start=0.0, **over)  # a QAT parent's weights are trained on the grid already: keep QAT on
+        qat_start=0.0, **over, **({"data": ec.data} if ec.data else {}))  # a QAT parent: keep QAT on
     train.check_config(cfg)
     train.check_block(cfg, block)
     return cfg

@@ -274,7 +274,11 @@ grid_longctx() {
         # --ppl_tokens scores them all (the default, 32768 scored tokens, would stop after 4 windows at 8K)
         evalf+="${EVAL_DATA:+ --eval_data $EVAL_DATA} --min_windows $PAPER_MIN_WINDOWS --ppl_tokens $(( PAPER_MIN_WINDOWS * target ))"
     fi
-    local seed qk kv w ctx run ext swa f line evs="" second=() evalo layout
+    local seed qk kv w ctx run ext swa f line evs="" second=() evalo layout extdata=""
+    # paper: the extension trains on the long-document set's train split (the seed extends on a
+    # long-context mix; the web corpus has few documents of the target length); evaluation scores its
+    # held-out split. Both checked before any job (run / task)
+    [[ $SCALE == paper ]] && extdata="${EVAL_DATA:+ --data $EVAL_DATA}"
     layout=$(swa_layers "$size" "$global") || exit 2
     evalf+=" --target ${tgt_lengths%%,*}"  # the outcomes: at the target length(s) only, before and after
     evalo=${evalf/,passkey_short/}  # tiny: retrieval on the root and the main recipe only (its outcome; for time)
@@ -293,7 +297,7 @@ grid_longctx() {
         ctx=${ctxs##* }; run=${evaluator%-ntk*}
         line="$PY train.py --size $size --qk_norm none --n_kv_head ${kvs%% *} --block_size $ctx$mlp"
         line+=" --batch_size $(( tps / ctx )) --iters $steps --seed $EVAL_SEED $base $TRAIN_FLAGS --out_dir $run"
-        line+=" && $PY extend.py $run --method ntk --token_frac $frac --factor $(( target / ctx )) --short_frac $mix"
+        line+=" && $PY extend.py $run --method ntk --token_frac $frac --factor $(( target / ctx )) --short_frac $mix$extdata"
         emit "$line --layers global --quiet --out_dir $evaluator"
     fi
     for seed in $seeds; do for qk in $qks; do for kv in $kvs; do for w in 0 $window; do for ctx in $ctxs; do
@@ -301,7 +305,7 @@ grid_longctx() {
         swa=""; [[ $w != 0 ]] && swa=" --window $w $layout"
         # RoPE scaled on the global layers only, as Olmo 3 (= every layer without SWA); the extension's
         # own LR schedule (extend.py --lr_frac, its default: a fraction of the pretraining peak, decaying)
-        extf="--factor $(( target / ctx )) --short_frac $mix --layers global --quiet"
+        extf="--factor $(( target / ctx )) --short_frac $mix --layers global$extdata --quiet"
         line="$PY train.py --size $size --qk_norm $qk --n_kv_head $kv$swa --block_size $ctx$mlp"
         line+=" --batch_size $(( tps / ctx )) --iters $steps --save_at $early --seed $seed $base $TRAIN_FLAGS --out_dir $run"
         ev_step "$run --lengths $ctx,$tgt_lengths --probe_samples 4 $evalf"
@@ -705,6 +709,9 @@ if [[ $SCALE == paper && $study == longctx && ( $mode == run || $mode == task ) 
         "long-document set (python data.py prepare BOOKS EVAL --val_frac 0.5): loss, gap and LongPPL are measured" \
         "inside single documents of ${PAPER_LENGTHS/,/-} tokens, which a web corpus rarely holds enough of"
     $PY data.py windows "$EVAL_DATA" --lengths "$PAPER_LENGTHS" --min_windows $PAPER_MIN_WINDOWS > /dev/null || exit 2
+    # the extensions' data: one pass of the main recipe's tokens (5% of 2.0B) in windows of the target
+    $PY data.py windows "$EVAL_DATA" --split train --lengths "$PAPER_TARGET" \
+        --min_windows $(( 131072 * 15259 / 20 / PAPER_TARGET )) > /dev/null || exit 2
 fi
 if [[ $SCALE == paper && ( $mode == run || $mode == task ) && -n $DATA && $study != lengen && ! -f $DATA/manifest.json ]] \
    && ! compgen -G "$DATA/*.bin" > /dev/null; then  # a prepared folder, or a folder of token shards

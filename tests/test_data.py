@@ -542,3 +542,23 @@ def test_windows_per_length_and_the_refusal():
     assert data.check_windows([300, 700], [128], 6, "x") == {128: 2 + 5}
     with pytest.raises(UserError, match="x: 3 evaluation windows of 256 tokens \\(need 4; longest document 700"):
         data.check_windows([300, 700], [128, 256], 4, "x")
+
+
+def test_windows_command_checks_either_split(tmp_path, capsys):
+    """data.py windows --split train: the documents an extension trains on (the train stream cut at
+    end-of-text), not only the held-out ones evaluate.py scores."""
+    from conftest import write_corpus
+    out = str(tmp_path / "prep")
+    data.prepare(write_corpus(str(tmp_path / "src"), n_docs=5, words=600), out, val_frac=0.2, quiet=True)
+    corpus = data.load_corpus(out)
+    train_len = len(corpus.train) - 4  # 4 documents and their end-of-text tokens, about 800 tokens each
+    assert data.main(["windows", out, "--lengths", "128", "--min_windows", "7", "--split", "train"]) in (0, None)
+    said = capsys.readouterr().out
+    n = int(said.split("ok: ")[1].split(" windows")[0].split()[-1])
+    assert 4 * ((train_len // 4 - 1) // 128) <= n <= 4 * (train_len // 4) // 128, said
+    code = None
+    try:
+        code = data.main(["windows", out, "--lengths", "128", "--min_windows", "7"])  # val: one document, 6 windows
+    except SystemExit as e:
+        code = e.code
+    assert code not in (0, None) and "(val split)" in capsys.readouterr().err

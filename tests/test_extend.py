@@ -403,3 +403,13 @@ def test_torchrun_two_processes_extend_in_two_stages(parent, tmp_path):
     assert (ddp["world_size"], ddp["ddp_backend"], ddp["steps"]) == (2, "gloo", 2)
     assert json.load(open(tmp_path / "ddp" / "stage1" / "result.json"))["world_size"] == 2
     assert ddp["metrics"]["val_loss"] == pytest.approx(single["metrics"]["val_loss"], abs=1e-4)
+
+
+def test_extension_trains_on_its_own_data_when_given():
+    """--data: continued training (and its final evaluation) reads that corpus, e.g. a long-document
+    set; without it, the parent's."""
+    parent = train.parse_args(["--size", "0.1M", "--data", "webcorpus", "--iters", "10"])
+    for argv, want in (([], "webcorpus"), (["--data", "books"], "books")):
+        ec = extend.parse_args(["RUN", "--method", "ntk", "--factor", "2", "--iters", "4", *argv])
+        cfg = extend.child_config(parent, ec, 512, 256, 4, 8, "/nonexistent/out")
+        assert cfg.data == want

@@ -589,6 +589,8 @@ def test_paper_longctx_refuses_short_eval_documents_before_training(env, tmp_pat
     lines = sweep(real, "--dry-run", "longctx", EVAL_DATA=prep).stdout.splitlines()
     evals = [s for line in lines for s in line.split(" && ") if " evaluate.py " in s]
     assert evals and all(f"--eval_data {prep} --min_windows 8" in s for s in evals)
+    exts = [s for line in lines for s in line.split(" && ") if " extend.py " in s]  # trained on the long documents
+    assert exts and all(flag(shlex.split(s), "--data") == prep for s in exts)
 
 
 def test_paper_listing_and_pricing_need_no_prepared_data(env, tmp_path):
