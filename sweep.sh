@@ -139,7 +139,7 @@ qat_run() {
     else
         accum_for "$size"; tokens_for "$size"
         budget="--block_size 1024 --batch_size 64 --grad_accum $ACCUM --tokens $(( mult * TOKENS ))"
-        budget+=" --eval_interval 500 --ckpt_every 500 $PAPER_FINAL_EVAL"
+        budget+=" --eval_interval 500 --ckpt_minutes 30 $PAPER_FINAL_EVAL"
     fi
     local gwd glr
     printf -v gwd '%g' "$wd"; printf -v glr '%g' "$lr"  # 0.330 -> 0.33, 1.0 -> 1, as train.py's run_name
@@ -265,7 +265,7 @@ grid_longctx() {
         size=100M; qks="none head"; kvs="12 3"; ctxs="1024 2048"; window=1024; global=4; target=$PAPER_TARGET; seeds="0 1 2"
         mlp=" --mlp swiglu"
         tps=131072; steps=15259; frac=0.05; fracs="0.25 1"; early=0.25; mix=0.25   # 2.0B tokens, 100M tokens of extension
-        base="--grad_accum 4 --eval_interval 500 --ckpt_every 500 --ptq_bits '' $PAPER_FINAL_EVAL"
+        base="--grad_accum 4 --eval_interval 500 --ckpt_minutes 30 --ptq_bits '' $PAPER_FINAL_EVAL"
         evalf="--tasks ppl,passkey,niah_single,niah_multikey,niah_multivalue,niah_multiquery,vt,cwe,fwe,json_kv"
         # exact match is the retrieval outcome (rank secondary, in eval.json): 5 depths x 3 samples = 15 per
         # (task, length), 150 per length over the 10 tasks (>= 129 for a CI half-width <= 0.05 over 3 seeds)
@@ -361,12 +361,12 @@ grid_posenc() {
         ablate="chunk-linear:$chunk --chunk_encoder linear|chunk-fused:$chunk --chunk_bypass false|chunk-dense:$chunk --chunk_dense_train true"
     else
         size=50M; block=1024; seeds="0 1 2"
-        base="--batch_size 64 --tokens 1000000000 --eval_interval 500 --ckpt_every 500 --ptq_bits '' $PAPER_FINAL_EVAL"
+        base="--batch_size 64 --tokens 1000000000 --eval_interval 500 --ckpt_minutes 30 --ptq_bits '' $PAPER_FINAL_EVAL"
         tasks="ppl,passkey,niah_single,niah_multikey,vt,json_kv"; lengths="1024,2048,4096,8192,16384"; quick=""
         # passkey-trained runs as tiny (the exact-match gate needs a model that retrieves in distribution):
         # a quarter of the text runs' tokens, all rows passkey, answer loss; exact match on 3 depths x 43 =
         # 129 samples per length (a cell mean over 3 seeds: 95% CI half-width <= 0.05)
-        task="--batch_size 64 --tokens 250000000 --eval_interval 500 --ckpt_every 500 --ptq_bits '' $PAPER_FINAL_EVAL"
+        task="--batch_size 64 --tokens 250000000 --eval_interval 500 --ckpt_minutes 30 --ptq_bits '' $PAPER_FINAL_EVAL"
         task+=" --task_mix 1.0 --task_list passkey --task_loss answer"; pks=43
         swan="--swan true --window 256 --global_every 4"; chunk="--chunk_layers 1,3,5,7,9 --window 256"; ablate=""  # every layer local, as tiny
     fi

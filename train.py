@@ -83,6 +83,8 @@ class TrainConfig:
     ptq_bits: str = flag("8,6,4", "full-precision runs: also record round-to-nearest PTQ loss at these bits")
     save_at: str = flag("", "extra checkpoints at these comma-separated fractions, e.g. 0.25,0.5")
     ckpt_every: int = flag(100, "steps between resume checkpoints (ckpt.pt)")
+    ckpt_minutes: float = flag(0.0, "minutes of wall time between resume checkpoints, instead of --ckpt_every "
+                               "(0 = by steps): what preemption needs, not one per N steps of a fast run")
     out_dir: str = flag("", "'' = out/<run name>")
     resume: bool = flag(False, "continue the run in out_dir from its last checkpoint")
     overwrite: bool = flag(False, "replace a finished run in out_dir")
@@ -286,7 +288,7 @@ def loop(run):
         pbar = tqdm(total=iters, initial=run.step, dynamic_ncols=True)
     tokens_per_step = cfg.batch_size * run.mcfg.block_size
     qat_on = None  # the switch as last set: flipped when it changes, not a fill_ per module per step
-    stop = ""
+    stop, last_ckpt = "", time.time()
     while run.step < iters:
         stop = cli.stop_requested(run.dist)  # SIGTERM / SIGUSR1: stop here, between two steps
         if stop:
@@ -317,8 +319,10 @@ def loop(run):
             pbar.update(1)
             pbar.set_postfix(loss=f"{loss:.3f}", lr=f"{mult:.2f}", tok_s=f"{run.tokens_done / run.train_time:.0f}",
                              refresh=False)  # drawn with the bar's own refresh, not every step
-        if run.step % cfg.ckpt_every == 0 and run.step < iters:
+        due = (time.time() - last_ckpt >= 60 * cfg.ckpt_minutes) if cfg.ckpt_minutes > 0 else run.step % cfg.ckpt_every == 0
+        if due and run.step < iters:  # only rank 0 writes (checkpoint() is no collective), so ranks may disagree
             checkpoint(run, "ckpt.pt")
+            last_ckpt = time.time()
     if pbar:
         pbar.close()
     if log:
@@ -764,6 +768,8 @@ def check_config(cfg):
         raise UserError("--iters must be >= 1 (0 only with --init_from: evaluate and record)")
     if cfg.batch_size < 1 or cfg.grad_accum < 1 or cfg.batch_size % cfg.grad_accum:
         raise UserError(f"--batch_size {cfg.batch_size} must be a positive multiple of --grad_accum {cfg.grad_accum}")
+    if not math.isfinite(cfg.ckpt_minutes) or cfg.ckpt_minutes < 0:
+        raise UserError(f"--ckpt_minutes {cfg.ckpt_minutes} must be >= 0 (0 = every --ckpt_every steps)")
     if min(cfg.eval_interval, cfg.ckpt_every, cfg.eval_tokens, cfg.dist_timeout) < 1 or cfg.seed < 0 or cfg.algo_offset < 0:
         raise UserError("--eval_interval, --ckpt_every, --eval_tokens and --dist_timeout must be >= 1, "
                         "--seed and --algo_offset >= 0")

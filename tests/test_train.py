@@ -522,3 +522,22 @@ def test_finished_run_is_not_overwritten_and_corrupt_checkpoint(tiny_run, tmp_pa
     code, err = _cli(args[:-4] + ["--out_dir", str(bad), "--cache_dir", cfg.cache_dir, "--resume"], tmp_path)
     assert code != 0 and "corrupt or unreadable checkpoint" in err and "Traceback" not in err
     assert (bad / "ckpt.pt").read_bytes() == b"not a checkpoint"
+
+
+@pytest.mark.parametrize("minutes, want", [(1e-9, 7), (1000.0, 0)])
+def test_ckpt_minutes_sets_the_cadence_by_wall_time(tmp_path, monkeypatch, minutes, want):
+    """--ckpt_minutes replaces --ckpt_every: a cadence shorter than a step writes ckpt.pt after every
+    step but the last, a long one none until the final checkpoint; the result is the same run's."""
+    names = []
+    real = train.checkpoint
+    monkeypatch.setattr(train, "checkpoint", lambda run, name: (names.append((run.step, name)), real(run, name))[1])
+    cfg = tiny_config(tmp_path, iters=8, ckpt_every=2, ckpt_minutes=minutes, eval_interval=8)
+    train.train(cfg)
+    mid = [s for s, n in names if n == "ckpt.pt" and s < 8]
+    assert len(mid) == want and names[-1] == (8, "ckpt.pt")
+
+
+def test_ckpt_minutes_must_be_finite_and_not_negative(tmp_path):
+    for bad in (-1.0, float("inf")):
+        with pytest.raises(train.UserError, match="--ckpt_minutes"):
+            train.check_config(tiny_config(tmp_path, ckpt_minutes=bad))
