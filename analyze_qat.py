@@ -129,30 +129,47 @@ def qat_report(recs, order, ref_warmdown=REF_WARMDOWN):
         wds = sorted({w for by_wd in by_lr.values() for w in by_wd})
         if len(wds) < 2:
             continue
-        best_lr = {w: min((lr for lr in by_lr if w in by_lr[lr]),
-                          key=lambda lr: np.mean(list(by_lr[lr][w].values()))) for w in wds}
+        best_lr = best_lrs(by_lr, by_lr)
         best, rows = warmdown_rows({w: by_lr[best_lr[w]][w] for w in wds})
         for r in rows:
             r["lr"] = best_lr[r["warmdown"]]
         verdict.append(dict(zip(("variant", "bits", "size"), key), best_warmdown=best, best_lr=best_lr[best],
                             lrs=sorted(by_lr), warmdowns=rows))
         at_best[key] = {w: by_lr[best_lr[w]][w] for w in wds}
-    fp16 = {(c["variant"], c["size"]): c["best_warmdown"] for c in verdict if c["bits"] == 16}
+    # like with like: FP16 against INT-b over the LRs both were run at (the paper's INT4 probes run LR 1
+    # only while FP16 has four: its best-of-four would meet INT4's one)
+    common = {k: {lr: by_wd for lr, by_wd in lrs[(k[0], 16, k[2])].items() if lr in lrs[k]}
+              for k in at_best if k[1] != 16 and (k[0], 16, k[2]) in lrs}
+    fp16_at = {k: {w: by_lr[lr][w] for w, lr in best_lrs(by_lr, lrs[k]).items()} for k, by_lr in common.items()}
     for c in verdict:
-        c["fp16_best_warmdown"] = fp16.get((c["variant"], c["size"]))
+        k = (c["variant"], c["bits"], c["size"])
+        fp = fp16_at.get(k) if c["bits"] != 16 else at_best[k]
+        c["fp16_best_warmdown"] = warmdown_rows(fp)[0] if fp and len(fp) >= 2 else None
         c["same_as_fp16"] = None if c["fp16_best_warmdown"] is None else c["best_warmdown"] == c["fp16_best_warmdown"]
-    return {"cells": out, "verdict": verdict, "interaction": interaction_rows(at_best, order), "int4_transition": int4_transition(at_best, order, ref_warmdown),
-            "lr_rule": "verdict: each warmdown at its own best LR (mean over seeds), then the best warmdown"}
+        if c["bits"] != 16:
+            c["fp16_lrs"] = sorted(common.get(k, {}))
+    return {"cells": out, "verdict": verdict, "interaction": interaction_rows(at_best, order, fp16_at),
+            "int4_transition": int4_transition(at_best, order, ref_warmdown),
+            "lr_rule": "verdict: each warmdown at its own best LR (mean over seeds), then the best warmdown; "
+                       "FP16 beside INT-b (fp16_best_warmdown, interaction): FP16 over the LRs INT-b was run at"}
 
 
-def interaction_rows(at_best, order):
+def best_lrs(by_lr, allowed):
+    """{warmdown: the LR of allowed with the lowest mean loss over seeds} (by_lr: lr -> warmdown -> seed -> loss)."""
+    wds = sorted({w for lr in by_lr if lr in allowed for w in by_lr[lr]})
+    return {w: min((lr for lr in by_lr if lr in allowed and w in by_lr[lr]),
+                   key=lambda lr: np.mean(list(by_lr[lr][w].values()))) for w in wds}
+
+
+def interaction_rows(at_best, order, fp16_at=None):
     """Per (variant, size, bits b < 16): the two-way bit-width x warmdown ANOVA of FP16 and INT-b, each
     warmdown at its own best LR, over the seeds every one of those cells has (seed as a block): the
     interaction F tests whether the warmdown effect differs between the bit-widths (the QAT seed's
-    null: it does not). at_best: (variant, bits, size) -> warmdown -> seed -> loss."""
+    null: it does not). at_best: (variant, bits, size) -> warmdown -> seed -> loss; fp16_at: the same
+    key -> FP16 at the LRs that INT-b was run at (default: FP16 at its own best LRs)."""
     rows = []
     for (v, b, s) in sorted(at_best, key=lambda k: (k[0], order[k[2]], -k[1])):
-        fp = at_best.get((v, 16, s))
+        fp = (fp16_at or {}).get((v, b, s), at_best.get((v, 16, s)))
         if b == 16 or fp is None:
             continue
         wds = sorted(set(fp) & set(at_best[(v, b, s)]))
