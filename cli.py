@@ -204,6 +204,20 @@ def stop_signals():
             signal.signal(s, handler)
 
 
+STOP_SIGNALS = ("SIGTERM", "SIGUSR1")  # the stop signals, larger number first (the one max() keeps)
+
+
+def stop_flags():
+    """This process's stop request as one flag per STOP_SIGNALS entry: what a DDP step folds into the
+    loss all-reduce it runs anyway (summed over ranks), instead of an all-reduce of its own."""
+    return [float(_STOP["signum"] == getattr(signal, s)) for s in STOP_SIGNALS]
+
+
+def stop_from_flags(flags):
+    """The stop signal of summed stop_flags() ('' = none): the larger number wins, as in stop_requested."""
+    return next((s for s, f in zip(STOP_SIGNALS, flags) if f > 0), "")
+
+
 def stop_requested(dist_info):
     """The name of the signal that asks this run to stop ('' = none). Under DDP every rank gets the
     same answer (the largest signal number any rank received: one all-reduce of one number per

@@ -263,8 +263,12 @@ def train_step(run, mult):
         loss_sum += loss.detach() / cfg.grad_accum
     # the gradient norm (clipped at --grad_clip; inf = measured only, the gradients unchanged)
     norm = torch.nn.utils.clip_grad_norm_(run.model.parameters(), cfg.grad_clip or math.inf)
-    cli.all_reduce_sum(loss_sum, dist)
-    loss, norm = torch.stack([loss_sum, norm.to(loss_sum.dtype)]).tolist()  # one device sync a step, not two
+    # DDP: the stop flags ride the loss all-reduce, so every rank learns of a signal that reached any
+    # of them after this same step, with no all-reduce and sync of their own
+    red = torch.cat([loss_sum.view(1), torch.tensor(cli.stop_flags(), device=dist.device)]) if dist.ddp else loss_sum.view(1)
+    cli.all_reduce_sum(red, dist)
+    loss, norm, *flags = torch.cat([red[:1], norm.to(red.dtype).view(1), red[1:]]).tolist()  # one device sync a step
+    run.stop = cli.stop_from_flags(flags) if dist.ddp else ""
     loss /= dist.world
     if not (math.isfinite(loss) and math.isfinite(norm)):  # stop before the update: weights stay good
         raise UserError(f"loss is {loss} (gradient norm {norm}) at step {run.step}; stopped. The last "
@@ -288,9 +292,10 @@ def loop(run):
         pbar = tqdm(total=iters, initial=run.step, dynamic_ncols=True)
     tokens_per_step = cfg.batch_size * run.mcfg.block_size
     qat_on = None  # the switch as last set: flipped when it changes, not a fill_ per module per step
-    stop, last_ckpt = "", time.time()
+    stop, last_ckpt, start = "", time.time(), run.step
     while run.step < iters:
-        stop = cli.stop_requested(run.dist)  # SIGTERM / SIGUSR1: stop here, between two steps
+        # SIGTERM / SIGUSR1: stop here, between two steps (DDP: as the last step's all-reduce said)
+        stop = run.stop if run.dist.ddp and run.step > start else cli.stop_requested(run.dist)
         if stop:
             break
         if run.step == warmdown_step:
@@ -503,6 +508,7 @@ class Run:
     warmdown_step: int = None
     extra_steps: dict = field(default_factory=dict)
     final: tuple = None           # (QAT on, result): a final pass the loop's last eval already ran
+    stop: str = ""                # DDP: the stop signal any rank had by the last step's all-reduce
 
     def path(self, name):
         return os.path.join(self.out_dir, name)

@@ -503,3 +503,17 @@ def test_task_passes_the_signal_on_and_requeues_on_usr1(stub_env, sig, requeue):
     assert log[0] == f"train.py {sig[3:]}"  # the job got the signal itself
     assert ("scontrol requeue 4242" in log) == requeue and ("requeued SLURM job 4242" in err) == requeue
     assert f"stopped by {sig}, resumable" in err
+
+
+def test_stop_flags_summed_over_ranks_name_the_signal_max_would(monkeypatch):
+    """The DDP step folds one flag per stop signal into its loss all-reduce (a sum): the summed flags
+    name what the all-reduce MAX of signal numbers named (SIGTERM over SIGUSR1; none)."""
+    ranks = {}
+    for name, num in (("none", 0), ("usr1", signal.SIGUSR1), ("term", signal.SIGTERM)):
+        monkeypatch.setitem(cli._STOP, "signum", int(num))
+        ranks[name] = cli.stop_flags()
+    add = lambda *fs: [sum(x) for x in zip(*fs)]
+    assert cli.stop_from_flags(add(ranks["none"], ranks["none"])) == ""
+    assert cli.stop_from_flags(add(ranks["none"], ranks["usr1"])) == "SIGUSR1"
+    assert cli.stop_from_flags(add(ranks["usr1"], ranks["term"])) == "SIGTERM" == signal.Signals(
+        max(signal.SIGUSR1, signal.SIGTERM)).name
