@@ -6,7 +6,8 @@ Each function says its formula and where it comes from. Seeds: the QAT LR-schedu
 seed", no arXiv id) and "Cracks in the Foundation" (arXiv 2608.10296, "long-context seed"). Read top
 to bottom: paired comparisons and the one rule for "better", seed summaries and intervals of a
 mean, the log-linear law and its intervals, OLS and its tests (nested F, leave-one-out, factorial
-designs, remove-one, lack of fit, interaction), the N-D law (arXiv 2505.14302).
+designs, remove-one, lack of fit, interaction), the N-D law (arXiv 2505.14302). Holm's adjustment and the
+minimum detectable effect (power) sit beside the one rule; no study uses them yet.
 """
 import itertools
 import math
@@ -67,6 +68,32 @@ BETTER_LEVEL, MIN_SEEDS = 0.05, 3
 def distinguishable(p):
     """A paired comparison (paired_acc) passes the rule for "better" / "worse" (sign: its mean_diff)."""
     return p is not None and p["n"] >= MIN_SEEDS and p["p"] is not None and p["p"] < BETTER_LEVEL
+
+
+def holm(pvalues):
+    """Holm's step-down adjustment within one family of hypotheses (Holm 1979): sort the m raw p's,
+    p_(i) -> max over j <= i of min(1, (m - j + 1) p_(j)); returned in the input order (None kept
+    as None, and not counted in m). Controls the family-wise error rate at the level, any dependence."""
+    idx = [i for i, p in enumerate(pvalues) if p is not None]
+    m, out, run = len(idx), list(pvalues), 0.0
+    for rank, i in enumerate(sorted(idx, key=lambda i: pvalues[i])):
+        run = max(run, min(1.0, (m - rank) * pvalues[i]))
+        out[i] = run
+    return out
+
+
+def min_detectable_effect(sd, n, level=BETTER_LEVEL, power=0.8):
+    """The smallest mean paired difference a two-sided paired t test on n seeds (n - 1 dof) detects
+    with this power at this level, given the sd of the differences: the d at which the exact power
+    P(|T| > t_{1-level/2}) under the noncentral t (noncentrality d sqrt(n) / sd) reaches `power`
+    (n = 3: 3.26 sd; n = 10: 1.00 sd). None below 2 seeds or without an sd."""
+    if n < 2 or sd is None or not sd > 0:
+        return None
+    from scipy.optimize import brentq
+    dof, crit = n - 1, scistats.t.ppf(1 - level / 2, n - 1)
+    # the far tail's cdf underflows to nan at large noncentrality: it is 0 there
+    achieved = lambda nc: scistats.nct.sf(crit, dof, nc) + np.nan_to_num(scistats.nct.cdf(-crit, dof, nc)) - power
+    return float(brentq(achieved, 0.0, 100.0) * sd / math.sqrt(n))
 
 
 def seed_stats(per_seed):
