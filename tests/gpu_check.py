@@ -254,9 +254,9 @@ def config_differences(result, ref):
     """The fields where a run's record differs from the reference's: config (paths, device and
     other FREE flags aside), model_config and the corpus's identity. [] = same experiment."""
     # final_eval_tokens and eval_batch_tokens shape only the evaluation: the reference runs scored the
-    # whole val split, as the default budget does
+    # whole val split, as the default budget does; ckpt_minutes only when ckpt.pt is written
     free = {"out_dir", "device", "quiet", "compile", "cache_dir", "overwrite", "resume", "dist_timeout",
-            "final_eval_tokens", "eval_batch_tokens"}
+            "final_eval_tokens", "eval_batch_tokens", "ckpt_minutes"}
     diff = []
     for part in ("config", "model_config"):
         a, b = result.get(part, {}), ref.get(part, {})
