@@ -252,9 +252,9 @@ def config_differences(result, ref):
     """The fields where a run's record differs from the reference's: config (paths, device and
     other FREE flags aside), model_config and the corpus's identity. [] = same experiment."""
     # final_eval_tokens and eval_batch_tokens shape only the evaluation: the reference runs scored the
-    # whole val split, as the default budget does
+    # whole val split, as the default budget does; sdpa_backend picks a kernel, not the arithmetic's meaning
     free = {"out_dir", "device", "quiet", "compile", "cache_dir", "overwrite", "resume", "dist_timeout",
-            "final_eval_tokens", "eval_batch_tokens"}
+            "final_eval_tokens", "eval_batch_tokens", "sdpa_backend"}
     diff = []
     for part in ("config", "model_config"):
         a, b = result.get(part, {}), ref.get(part, {})
