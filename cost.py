@@ -14,7 +14,7 @@ the meta device, only to count parameters.
 FLOPs: model.flops_per_token (6 per matmul weight and 12 n_layer d T for attention, per trained
 token: the formula of the GPU check's MFU), a third of it per evaluated token (forward only).
 Training counts every step, --short_frac steps at their shorter context. Evaluation counts train.py's
-quick evals (--eval_tokens every --eval_interval steps) and final passes over the val split (full
+quick evals (--eval_tokens every --eval_interval steps) and final passes over --final_eval_tokens of the val split (all of it at 0; full
 precision, quantised, one per --ptq_bits), and evaluate.py's windows: ppl and LongPPL's short
 windows, the retrieval samples (answer and distractors), the attention probes (two forwards per
 window), the algorithmic bins. The val split is the bundled corpus's at the run's vocabulary, the
@@ -122,7 +122,8 @@ def run_cost(cfg, mcfg, val_tokens=0):
         evaluated = (quick + passes) * 256 * ctx
     else:
         val = val_split(cfg, val_tokens)
-        evaluated = quick * min(cfg.eval_tokens, val) + passes * val
+        final = min(cfg.final_eval_tokens, val) if cfg.final_eval_tokens else val  # train.last_eval's budget
+        evaluated = quick * min(cfg.eval_tokens, val) + passes * final
     kept = 1 + (cfg.schedule == "wsd" and cfg.warmdown > 0 and iters > 0) + len(train.save_fractions(cfg))
     return dict(params=total, tokens=tokens, train_flops=train_flops,
                 eval_flops=evaluated * forward_flops(mcfg, cfg.optimizer, ctx), ckpt_bytes=kept * (weights + state))

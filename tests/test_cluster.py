@@ -479,3 +479,16 @@ def test_task_passes_the_signal_on_and_requeues_on_usr1(stub_env, sig, requeue):
     assert log[0] == f"train.py {sig[3:]}"  # the job got the signal itself
     assert ("scontrol requeue 4242" in log) == requeue and ("requeued SLURM job 4242" in err) == requeue
     assert f"stopped by {sig}, resumable" in err
+
+
+def test_cost_prices_final_eval_tokens_not_the_whole_val_split():
+    """cost.run_cost scores final_eval_tokens per final pass (the whole val split at 0), as train.py
+    does: on a 100M-token val split an INT6 run's two final passes cost 2 x final_eval_tokens."""
+    from model import GPTConfig
+    mcfg = GPTConfig(vocab_size=4096, block_size=256, n_layer=2, n_head=4, n_embd=64, bits=6)
+    per = lambda **kw: cost.run_cost(train.TrainConfig(iters=100, eval_interval=50, eval_tokens=16384, **kw), mcfg,
+                                     val_tokens=100_000_000)["eval_flops"]
+    one = cost.forward_flops(mcfg, "muon", 256)
+    assert per(final_eval_tokens=0) == pytest.approx((2 * 16384 + 2 * 100_000_000) * one)
+    assert per(final_eval_tokens=1_000_000) == pytest.approx((2 * 16384 + 2 * 1_000_000) * one)
+    assert per(final_eval_tokens=10 ** 9) == per(final_eval_tokens=0)  # capped at the split
