@@ -350,6 +350,9 @@ def test_default_budgets_and_groups():
     assert gc.parse_args([]).budget is None and gc.BUDGET["gpu"] <= 420  # one device call is at most 600 s
     names = [n for n, _, _ in gc.checks_for(gc.SETTINGS["gpu"])]
     assert names.index("kernels") < names.index("speed 100M b16") < names.index("longctx")
+    assert set(names) == set(gc.PLAN_S) and names.index("train int6") < names.index("export int6")
+    order = [gc.PLAN_S[n] for n in names if n not in ("export int6", "qat overhead")]  # the dependents aside
+    assert order == sorted(order)  # the slowest last
     assert {g for _, g, _ in gc.checks_for(gc.SETTINGS["gpu"])} == {"train", "compile", "ddp", "export", "sdpa",
                                                                      "kernels", "speed", "longctx"}
     for s in gc.SETTINGS.values():
