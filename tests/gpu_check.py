@@ -202,7 +202,7 @@ MATH_MAX_T = 8192  # the math kernel holds T x T scores: not timed beyond this
 # export ~20 s, kernels ~70 s, speed 100M ~75 s per bit-width, longctx ~150 s. The 30M speed rows
 # of the first plan are left out (100M is the paper grids' largest QAT size and the longctx size).
 # Planned seconds per check on one H200 (estimates, not measured; re-plan from detail.seconds). They
-# sum to ~640 s: under the default 420 s the last ones (speed b6, longctx) are skipped by the budget.
+# sum to ~640 s: under the default 420 s the last ones (compile late QAT, longctx) are skipped by the budget.
 PLAN_S = {"train int6": 30, "export int6": 20, "train fp": 40, "sdpa backends": 40, "ddp torchrun": 50,
           "kernels": 70, "compile late QAT": 90, "speed 100M b16": 75, "speed 100M b6": 75, "qat overhead": 0,
           "longctx": 150}
