@@ -83,6 +83,9 @@ class GPTConfig:
     chunk_encoder: str = flag("mlp_cls", "landmark encoder: mlp_cls (ReLU^2 MLP + CLS pooling) | linear (mean of a linear map)")
     chunk_bypass: bool = flag(True, "retrieved output on its own residual path; false: summed with local attention before its c_proj")
     chunk_dense_train: bool = flag(False, "train with dense retrieval (softmax over every past chunk), top-k only at evaluation")
+    sdpa_backend: str = flag("auto", "SDPA kernel per call kind: auto (torch chooses) | flash | cudnn | efficient | math "
+                             "| per kind, e.g. 'causal:flash,gqa:cudnn,mask:efficient' (gpu_check's sdpa row prints "
+                             "the fastest it measured; kinds: causal, gqa, mask)")
 
     def __post_init__(self):
         if self.n_kv_head == 0:
@@ -108,6 +111,7 @@ class GPTConfig:
                               ("rope_scaling", ROPE_SCALINGS)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"unknown {name} {getattr(self, name)!r}: {' | '.join(allowed)}")
+        parse_sdpa_backend(self.sdpa_backend)
         if not self.rope_theta > 1:
             raise ValueError(f"rope_theta={self.rope_theta} must be > 1")
         if self.rope_factor < 1 or self.rope_original_len < 0 or min(self.yarn_beta_fast, self.yarn_beta_slow) <= 0:
@@ -373,6 +377,7 @@ class GPT(nn.Module):
     def __init__(self, config):
         super().__init__()
         self.config = config
+        set_sdpa_backend(config.sdpa_backend)
         self.plan = layer_plan(config)
         eq = dict(bits=config.bits if config.quant_embed else 16, clip=config.clip)
         self.wte = QATEmbedding(config.vocab_size, config.n_embd, **eq)
@@ -680,6 +685,50 @@ def kernel_dtype(x):
     return torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else x.dtype
 
 
+SDPA_KINDS = ("causal", "gqa", "mask")  # unmasked causal MHA | unmasked causal with grouped K/V | boolean mask
+SDPA_BACKENDS = dict(flash="FLASH_ATTENTION", cudnn="CUDNN_ATTENTION", efficient="EFFICIENT_ATTENTION",
+                     math="MATH")  # -> torch.nn.attention.SDPBackend member
+_SDPA_POLICY = {}  # call kind -> backend name; empty: torch's own dispatch (set_sdpa_backend)
+
+
+def parse_sdpa_backend(spec):
+    """'auto' -> {}; 'flash' -> every kind on flash; 'causal:flash,mask:efficient' -> those kinds
+    (the others left to torch). ValueError on anything else."""
+    if spec == "auto":
+        return {}
+    if ":" not in spec and spec in SDPA_BACKENDS:
+        spec = ",".join(f"{kind}:{spec}" for kind in SDPA_KINDS)
+    out = {}
+    for part in spec.split(","):
+        kind, _, name = part.strip().partition(":")
+        if kind not in SDPA_KINDS or name not in SDPA_BACKENDS:
+            raise ValueError(f"bad sdpa_backend part {part.strip()!r}: auto | {' | '.join(SDPA_BACKENDS)} "
+                             f"| kind:backend,... with kinds {', '.join(SDPA_KINDS)}")
+        out[kind] = name
+    return out
+
+
+def set_sdpa_backend(spec):
+    """Process-wide (the last model built sets it): a setting, not per-module state, so that the
+    chunk layers' recomputation in the backward pass takes the same kernel as the forward."""
+    _SDPA_POLICY.clear()
+    _SDPA_POLICY.update(parse_sdpa_backend(spec))
+
+
+def sdpa_only(name):
+    """A context where SDPA may use only the named backend (SDPA_BACKENDS)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    return sdpa_kernel(getattr(SDPBackend, SDPA_BACKENDS[name]))
+
+
+def sdpa_call_kind(q, k, kw):
+    """The call's kind for sdpa_backend, None for a float32 call (ALiBi, ExPE layers, fp32 runs):
+    those stay with torch's dispatch (flash and cuDNN take no float32)."""
+    if kernel_dtype(q) == torch.float32:
+        return None
+    return "mask" if kw.get("attn_mask") is not None else "gqa" if k.shape[1] != q.shape[1] else "causal"
+
+
 def sdpa(q, k, v, **kw):
     """F.scaled_dot_product_attention kept on the fused kernels. K/V [B, Hkv, T, D] are expanded to
     the query heads (repeat_interleave: query head h reads key head h // (H / Hkv), as enable_gqa
@@ -689,7 +738,11 @@ def sdpa(q, k, v, **kw):
     H, Hkv = q.shape[1], k.shape[1]
     if Hkv != H and (kw.get("attn_mask") is not None or kernel_dtype(q) == torch.float32):
         k, v = k.repeat_interleave(H // Hkv, 1), v.repeat_interleave(H // Hkv, 1)
-    return F.scaled_dot_product_attention(q, k, v, enable_gqa=k.shape[1] != H, **kw)
+    name = _SDPA_POLICY.get(sdpa_call_kind(q, k, kw))
+    if name is None:
+        return F.scaled_dot_product_attention(q, k, v, enable_gqa=k.shape[1] != H, **kw)
+    with sdpa_only(name):  # only this kernel: a call it cannot take raises, not a silent fallback
+        return F.scaled_dot_product_attention(q, k, v, enable_gqa=k.shape[1] != H, **kw)
 
 
 def attention_probs(q, k, start=0, window=0, slopes=None):

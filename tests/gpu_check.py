@@ -1,26 +1,24 @@
 """
-GPU check (issues 16, 28, 38): every CUDA path of the harness exercised and measured in about 7 minutes
-on one H200 (the default --budget, 420 s, planned: see BUDGET), the slowest checks last.
+GPU check (issues 16, 28): every CUDA path of the harness exercised and measured in about 9 minutes
+on one H200 (the default --budget, 420 s: see BUDGET; what does not fit is skipped, longctx last).
 Not collected by pytest (no test_ prefix); its CPU-independent parts are tested by
 tests/test_gpu_check.py.
 
-    python tests/gpu_check.py --out DIR               # one GPU: everything into DIR (below)
-    python tests/gpu_check.py --budget 900 --out /tmp/gc
+    python tests/gpu_check.py --out $OUT/gpu --budget 420   # first on a lent GPU: report.json, table.txt
+    python tests/gpu_check.py --budget 900 --out /tmp/gc     # work/ beside them: every run and log
     python tests/gpu_check.py --only kernels          # the SDPA kernel, memory and 32K checks alone
     python tests/gpu_check.py --only train,export     # some of the checks (names below)
     python tests/gpu_check.py --smoke                 # every check on CPU at toy sizes: tests this
                                                       # script itself; its figures mean nothing
 
 Without CUDA (and without --smoke) it prints one line and exits with status 0. Otherwise it prints
-each check's line as it finishes and then one table (check, result, figure); into the --out folder
-it writes gpu_check.json (atomically, rewritten after every check with "complete": false until the
-end, so a session cut short still holds what ran), summary.txt (the table), progress.log (the
-printed lines) and work_*/ (every run and command log, kept on success too); it exits with status 1
+one line per check as it finishes (flushed), then the table (check, result, figure); after every
+check it rewrites --out/report.json and --out/table.txt (atomically), and exits with status 1
 when a check FAILed or raised an error. Each check is isolated: its failure is recorded and the
 next one runs. Checks start only while the time budget (--budget seconds) lasts; a check cut off by
 it, and every later one, is recorded as skip. The CLI-level checks run what users run (train.py,
-torchrun, evaluate.py, export.py) as subprocesses in the work folder (with each command's log);
-the measuring ones run this script's --child modes, which call the same
+torchrun, evaluate.py, export.py) as subprocesses in --out/work (kept, with each command's log
+in work/logs); the measuring ones run this script's --child modes, which call the same
 library functions in a fresh process. The parent process never touches the GPU.
 
 check       what it runs; pass criterion
@@ -43,6 +41,11 @@ export      python export.py on the INT6 run of `train int6` (a 100-step one whe
             Pass: the reloaded artefact's val loss on the GPU equals the run's recorded deployed
             (fake-quant, GPU) val loss within EXPORT_TOL: the same fp32 grid weights go through the
             same bf16 matmuls, so only the forward kernels' (deterministic) arithmetic is involved
+sdpa        per SDPA_CASES case (the QAT micro-batch at 1K, the 32K extension with MHA and with 3 KV
+            heads, the 2K band's W x 2W call at a 1K window): one bf16 SDPA call fwd+bwd on torch's
+            default (and the kernel it picks) and on flash, cuDNN, memory-efficient and math alone
+            (unavailable ones recorded; math not timed past 8K); then `sdpa setting`: the
+            --sdpa_backend value of the fastest per call kind. info: measurements
 kernels     per KERNEL_CASES case (window + GQA as the longctx kv3 w256 runs, ALiBi at head dim 64,
             chunk retrieval at the posenc grid's 50M 64 x 1024, the 100M longctx model at 32K): one bf16
             forward/backward recording the SDPA kernel of every call (torch._fused_sdp_choice, in the
@@ -71,7 +74,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import traceback
 
@@ -178,25 +180,46 @@ KERNEL_CASES = dict(
            "100M at 32K": dict(n_layer=2, n_embd=64, n_head=4, n_kv_head=2, window=32, global_every=2, T=1024, B=1)},
 )
 
+# The attention-backend check: one SDPA call of each kind the grids make, fwd+bwd, on every backend.
+# kind (model.SDPA_KINDS), B, H query heads, Hkv, T queries, keys, head dim; mask: the band of a 1K window
+SDPA_CASES = dict(
+    gpu={"QAT 1K": dict(kind="causal", B=32, H=12, Hkv=12, T=1024, D=64),
+         "32K MHA": dict(kind="causal", B=1, H=12, Hkv=12, T=32768, D=64),
+         "32K kv3": dict(kind="gqa", B=1, H=12, Hkv=3, T=32768, D=64),
+         "2K band w1K": dict(kind="mask", B=16, H=12, Hkv=12, T=1024, D=64)},  # band_attention: W x 2W blocks
+    smoke={"QAT 1K": dict(kind="causal", B=2, H=4, Hkv=4, T=64, D=16),
+           "32K MHA": dict(kind="causal", B=1, H=4, Hkv=4, T=256, D=16),
+           "32K kv3": dict(kind="gqa", B=1, H=4, Hkv=2, T=256, D=16),
+           "2K band w1K": dict(kind="mask", B=2, H=4, Hkv=4, T=32, D=16)},
+)
+MATH_MAX_T = 8192  # the math kernel holds T x T scores: not timed beyond this
+
+
 # What each check runs: on a GPU, and with --smoke on CPU (toy sizes, to test the script).
 # The GPU plan fits BUDGET["gpu"] on one H200 (planned from op counts and FLOPs, not yet measured:
 # each row's detail.seconds in the JSON is what to re-plan from): train fp ~40 s and int6 ~30 s (the
 # bundled corpus is tokenised on the first), compile ~90 s (regional: one block graph), ddp ~50 s,
 # export ~20 s, kernels ~70 s, speed 100M ~75 s per bit-width, longctx ~150 s. The 30M speed rows
 # of the first plan are left out (100M is the paper grids' largest QAT size and the longctx size).
+# Planned seconds per check on one H200 (estimates, not measured; re-plan from detail.seconds). They
+# sum to ~640 s: under the default 420 s the last ones (compile late QAT, longctx) are skipped by the budget.
+PLAN_S = {"train int6": 30, "export int6": 20, "train fp": 40, "sdpa backends": 40, "ddp torchrun": 50,
+          "kernels": 70, "compile late QAT": 90, "speed 100M b16": 75, "speed 100M b6": 75, "qat overhead": 0,
+          "longctx": 150}
 BUDGET = dict(gpu=420, smoke=7200)  # smoke: 43 min on the 2-core development CPU under a load of 7
 SETTINGS = dict(
     gpu=dict(device="cuda", train=[], train_iters=300, compile_iters=40, ddp_iters=20, export_iters=100,
              longctx=[], longctx_iters=10, longctx_len=16384, kernels=KERNEL_CASES["gpu"], kernel_steps=3,
+             sdpa=SDPA_CASES["gpu"],
              speed_sizes=("100M",), speed_block=1024, speed_batch=64, speed_accum={"100M": 2},
              speed_steps=6, speed_warm=2, speed_bits=(16, 6), fall=FALL_NATS,
-             caps=dict(train=120, compile=240, ddp=90, export=90, kernels=150, longctx=200, speed=150)),
+             caps=dict(train=120, compile=240, ddp=90, export=90, sdpa=90, kernels=150, longctx=200, speed=150)),
     smoke=dict(device="cpu", train=["--size", "0.1M", "--block_size", "64"], train_iters=20, compile_iters=6,
                ddp_iters=4, export_iters=10, longctx=["--size", "0.1M", "--block_size", "128"], longctx_iters=2, longctx_len=1024,
-               kernels=KERNEL_CASES["smoke"], kernel_steps=1,
+               kernels=KERNEL_CASES["smoke"], kernel_steps=1, sdpa=SDPA_CASES["smoke"],
                speed_sizes=("0.1M",), speed_block=64, speed_batch=8, speed_accum={}, speed_steps=3,
                speed_warm=1, speed_bits=(16, 6), fall=0.5,
-               caps=dict(train=900, compile=1200, ddp=900, export=900, kernels=900, longctx=2400, speed=1200)),
+               caps=dict(train=900, compile=1200, ddp=900, export=900, sdpa=600, kernels=900, longctx=2400, speed=1200)),
 )
 
 
@@ -239,6 +262,12 @@ def write_report(path, report):
     cli.write_json(path, report)
 
 
+def write_out(folder, report):
+    """report.json and table.txt in the --out folder, each written atomically."""
+    write_report(os.path.join(folder, "report.json"), report)
+    cli.atomic_write(os.path.join(folder, "table.txt"), format_table(report["rows"]) + "\n")
+
+
 def loss_falls(losses, fall):
     """(ok, first, last): the mean of the last 5% of the step losses (at least one) is at least
     `fall` below the first step's, and every loss is finite."""
@@ -254,9 +283,10 @@ def config_differences(result, ref):
     """The fields where a run's record differs from the reference's: config (paths, device and
     other FREE flags aside), model_config and the corpus's identity. [] = same experiment."""
     # final_eval_tokens and eval_batch_tokens shape only the evaluation: the reference runs scored the
-    # whole val split, as the default budget does; ckpt_minutes only when ckpt.pt is written
+    # whole val split, as the default budget does; sdpa_backend picks a kernel, not the arithmetic's meaning;
+    # ckpt_minutes only when ckpt.pt is written
     free = {"out_dir", "device", "quiet", "compile", "cache_dir", "overwrite", "resume", "dist_timeout",
-            "final_eval_tokens", "eval_batch_tokens", "ckpt_minutes"}
+            "final_eval_tokens", "eval_batch_tokens", "sdpa_backend", "ckpt_minutes"}
     diff = []
     for part in ("config", "model_config"):
         a, b = result.get(part, {}), ref.get(part, {})
@@ -529,26 +559,32 @@ def child_longctx(a):
         cli.write_json(a["out"], out)
 
 
+def fused_choice(q, k, v, attn_mask, is_causal, enable_gqa, dropout_p=0.0, scale=None):
+    """The SDPA kernel PyTorch's dispatcher picks for this call (torch._fused_sdp_choice, asked with
+    the dtype the call runs in under autocast): flash | efficient | cudnn | math | ..."""
+    import torch
+    from torch.nn.attention import SDPBackend
+    import model
+    names = {v.value: k.lower().replace("_attention", "") for k, v in SDPBackend.__members__.items()}
+    dt = model.kernel_dtype(q)
+    mask = attn_mask if attn_mask is None or attn_mask.dtype == torch.bool else attn_mask.to(dt)
+    try:
+        i = torch._fused_sdp_choice(q.to(dt), k.to(dt), v.to(dt), mask, dropout_p, is_causal, scale=scale,
+                                    enable_gqa=enable_gqa)
+        return names.get(int(i), str(i))
+    except Exception as e:  # noqa: BLE001 - a torch without it: say so, the call still runs
+        return f"unknown ({type(e).__name__})"
+
+
 def sdpa_recorder(counts):
     """A stand-in for F.scaled_dot_product_attention that counts, per call kind, which kernel
     PyTorch's dispatcher picks (torch._fused_sdp_choice, asked with the dtype the call runs in
     under autocast), then runs the real call. Keys: 'kernel H<q heads>/<k heads> D<head dim>[ mask]'."""
-    import torch
     import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend
-    import model
-    names = {v.value: k.lower().replace("_attention", "") for k, v in SDPBackend.__members__.items()}
     real = F.scaled_dot_product_attention
 
     def record(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
-        dt = model.kernel_dtype(q)
-        mask = attn_mask if attn_mask is None or attn_mask.dtype == torch.bool else attn_mask.to(dt)
-        try:
-            i = torch._fused_sdp_choice(q.to(dt), k.to(dt), v.to(dt), mask, dropout_p, is_causal, scale=scale,
-                                        enable_gqa=enable_gqa)
-            kernel = names.get(int(i), str(i))
-        except Exception as e:  # noqa: BLE001 - a torch without it: say so, the call still runs
-            kernel = f"unknown ({type(e).__name__})"
+        kernel = fused_choice(q, k, v, attn_mask, is_causal, enable_gqa, dropout_p, scale)
         key = f"{kernel} H{q.shape[1]}/{k.shape[1]} D{q.shape[-1]}" + (" mask" if attn_mask is not None else "")
         counts[key] = counts.get(key, 0) + 1
         return real(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
@@ -601,14 +637,15 @@ def kernel_case(flags, device, steps):
     return out
 
 
-def child_kernels(a):
-    """Every KERNEL_CASES case in turn; the output is rewritten after each (a crash keeps the others)."""
+def child_cases(a, one):
+    """Every case of a["cases"] through one(case, device, steps) in turn; the output is rewritten
+    after each (a crash keeps the others)."""
     import gc
     import torch
     out = {}
-    for name, flags in a["cases"].items():
+    for name, c in a["cases"].items():
         try:
-            out[name] = kernel_case(flags, a["device"], a["steps"])
+            out[name] = one(c, a["device"], a["steps"])
         except Exception as e:  # noqa: BLE001 - recorded (an OOM, say), the next case still runs
             traceback.print_exc()
             out[name] = dict(error=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300])
@@ -616,6 +653,74 @@ def child_kernels(a):
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
         cli.write_json(a["out"], out)
+
+
+def child_kernels(a):
+    child_cases(a, kernel_case)
+
+
+def sdpa_case(c, device, steps):
+    """One SDPA call of SDPA_CASES, fwd+bwd, on torch's default pick and on each backend alone
+    (model.sdpa_only): {backend: seconds | 'unavailable: ...'}, plus the default's kernel name."""
+    import torch
+    import torch.nn.functional as F
+    import model
+    cuda = device.startswith("cuda")
+    dt = torch.bfloat16 if cuda else torch.float32
+    g = torch.Generator(device=device).manual_seed(0)
+    keys = 2 * c["T"] if c["kind"] == "mask" else c["T"]
+    q = torch.randn(c["B"], c["H"], c["T"], c["D"], device=device, dtype=dt, generator=g, requires_grad=True)
+    k, v = (torch.randn(c["B"], c["Hkv"], keys, c["D"], device=device, dtype=dt, generator=g, requires_grad=True)
+            for _ in range(2))
+    kw = dict(enable_gqa=c["Hkv"] != c["H"])
+    if c["kind"] == "mask":  # the band of band_attention: row r sees keys (r, r + W]
+        r, j = torch.arange(c["T"], device=device)[:, None], torch.arange(keys, device=device)[None]
+        kw["attn_mask"] = (j > r) & (j <= r + c["T"])
+    else:
+        kw["is_causal"] = True
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+
+    def timed():
+        times = []
+        for _ in range(steps + 1):  # the first is warm-up
+            sync()
+            t = time.perf_counter()
+            F.scaled_dot_product_attention(q, k, v, **kw).sum().backward()
+            sync()
+            times.append(time.perf_counter() - t)
+        return sorted(times[1:])[len(times[1:]) // 2]
+    out = dict(kind=c["kind"], times={}, default_kernel=fused_choice(q, k, v, kw.get("attn_mask"), kw.get("is_causal", False),
+                                                                     kw["enable_gqa"]))
+    out["times"]["default"] = timed()
+    for name in model.SDPA_BACKENDS:
+        if name == "math" and c["T"] > MATH_MAX_T:
+            out["times"][name] = f"not timed: T x T scores at T {c['T']}"
+            continue
+        try:
+            with model.sdpa_only(name):
+                out["times"][name] = timed()
+        except RuntimeError as e:
+            out["times"][name] = f"unavailable: {str(e).splitlines()[0][:120]}"
+        if cuda:
+            torch.cuda.empty_cache()
+    return out
+
+
+def fastest_backends(results):
+    """The --sdpa_backend value naming, per call kind, the backend with the least total time over that
+    kind's cases (a backend unavailable in any of them is out); kinds without a timed backend: none."""
+    import model
+    parts = []
+    for kind in model.SDPA_KINDS:
+        cases = [r for r in results.values() if r.get("kind") == kind and "times" in r]
+        ok = [n for n in model.SDPA_BACKENDS if cases and all(isinstance(r["times"].get(n), float) for r in cases)]
+        if ok:
+            parts.append(f"{kind}:{min(ok, key=lambda n: sum(r['times'][n] for r in cases))}")
+    return ",".join(parts) or "auto"
+
+
+def child_sdpa(a):
+    child_cases(a, sdpa_case)
 
 
 def child_info(a):
@@ -640,7 +745,7 @@ def tokenizer_source():
         "the bundled data/cl100k_base_4095.tiktoken"
 
 
-CHILDREN = dict(compile=child_compile, speed=child_speed, longctx=child_longctx, info=child_info, kernels=child_kernels)
+CHILDREN = dict(sdpa=child_sdpa, compile=child_compile, speed=child_speed, longctx=child_longctx, info=child_info, kernels=child_kernels)
 
 
 # -----------------------------------------------------------------------------
@@ -899,6 +1004,32 @@ def check_kernels(ctx):
     return rows
 
 
+def check_sdpa(ctx):
+    """Per SDPA_CASES case: fwd+bwd time on torch's default and on each backend; then the
+    --sdpa_backend value of the fastest per call kind. info: measurements."""
+    s = ctx.s
+    try:
+        out = ctx.child("sdpa", "sdpa", s["caps"]["sdpa"], device=ctx.dev, cases=s["sdpa"], steps=s["kernel_steps"])
+        failure = None
+    except (CheckError, Budget) as e:
+        out, failure = e.partial or {}, e
+    rows = []
+    for name in s["sdpa"]:
+        r = out.get(name)
+        if r is None or "error" in r:
+            rows.append(row(f"sdpa {name}", "skip" if isinstance(failure, Budget) else "error",
+                            (r or {}).get("error") or str(failure or "no result"), log=getattr(failure, "log", "")))
+            continue
+        t = r["times"]
+        fig = f"{r['kind']}, default picks {r['default_kernel']}: " + ", ".join(
+            f"{n} {v * 1e3:.2f} ms" if isinstance(v, float) else f"{n} {v.split(':')[0]}" for n, v in t.items())
+        rows.append(row(f"sdpa {name}", "info", fig, **r))
+    best = fastest_backends(out)
+    ctx.shared["sdpa_backend"] = best
+    rows.append(row("sdpa setting", "info", f"--sdpa_backend {best} (fastest measured per call kind)", sdpa_backend=best))
+    return rows
+
+
 def check_speed(ctx, size, bits):
     s = ctx.s
     name = f"speed_{size}_b{bits}"
@@ -956,25 +1087,26 @@ def check_qat_overhead(ctx):
 
 
 def checks_for(s):
-    """[(name, group, function)] in running order: correctness first, then measurements."""
-    # slowest last (by their caps: compile 240 s, longctx 200 s), so a budget cut costs the fewest checks
-    out = [("train fp", "train", lambda c: check_train(c, 16)),
-           ("train int6", "train", lambda c: check_train(c, 6)),
-           ("ddp torchrun", "ddp", check_ddp),
+    """[(name, group, function)] in running order: by PLAN_S, the slowest last, so that a budget
+    cut short loses those (export follows the int6 run it reuses; qat overhead the speed rows)."""
+    out = [("train int6", "train", lambda c: check_train(c, 6)),
            ("export int6", "export", check_export),
+           ("train fp", "train", lambda c: check_train(c, 16)),
+           ("sdpa backends", "sdpa", check_sdpa),
+           ("ddp torchrun", "ddp", check_ddp),
            ("kernels", "kernels", check_kernels)]
     for size in s["speed_sizes"]:
         for bits in s["speed_bits"]:
             out.append((f"speed {size} b{bits}", "speed", lambda c, size=size, bits=bits: check_speed(c, size, bits)))
     out.append(("qat overhead", "speed", check_qat_overhead))
-    out.append(("longctx", "longctx", check_longctx))
     out.append(("compile late QAT", "compile", check_compile))
+    out.append(("longctx", "longctx", check_longctx))
     return out
 
 
 def run_checks(ctx, checks, show=print, done=lambda rows: None):
-    """Each check's rows, shown as it finishes; done(rows so far) after every check (the caller
-    writes them out, so a session cut short still returns what ran)."""
+    """Run the checks in order; after each, every row so far goes to done() (main writes them to
+    --out): a run cut short keeps what finished."""
     rows = []
     t0 = time.time()
     for name, _, fn in checks:
@@ -1002,12 +1134,12 @@ def run_checks(ctx, checks, show=print, done=lambda rows: None):
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default="gpu_check", help="folder for everything: gpu_check.json (rewritten after "
-                                                        "every check), summary.txt, progress.log, work/ (runs, logs)")
+    ap.add_argument("--out", default="gpu_check", help="folder for report.json, table.txt and work/ (every run "
+                                                     "and log), rewritten after each check and kept")
     ap.add_argument("--budget", type=float, default=None, help=f"seconds; checks start only while it lasts "
                                                                 f"(default {BUDGET['gpu']}; --smoke {BUDGET['smoke']})")
     ap.add_argument("--only", default="", help="comma-separated check groups: train, compile, ddp, export, "
-                                               "kernels, speed, longctx ('' = all)")
+                                               "sdpa, kernels, speed, longctx ('' = all)")
     ap.add_argument("--smoke", action="store_true", help="run every check on CPU at toy sizes (tests this script)")
     ap.add_argument("--child", nargs=2, metavar=("KIND", "ARGS_JSON"), help=argparse.SUPPRESS)
     return ap.parse_args(argv)
@@ -1024,7 +1156,7 @@ def main(argv=None):
         print(f"gpu_check: no CUDA device here (torch {torch.__version__}): nothing checked; run it on a GPU machine")
         return 0
     groups = [g.strip() for g in a.only.split(",") if g.strip()]
-    known = {"train", "compile", "ddp", "export", "kernels", "longctx", "speed"}
+    known = {"train", "compile", "ddp", "export", "sdpa", "kernels", "longctx", "speed"}
     if set(groups) - known:
         print(f"gpu_check: error: unknown --only group {sorted(set(groups) - known)[0]!r}: {', '.join(sorted(known))}",
               file=sys.stderr)
@@ -1032,18 +1164,8 @@ def main(argv=None):
     s = SETTINGS["smoke" if a.smoke else "gpu"]
     if a.budget is None:
         a.budget = BUDGET["smoke" if a.smoke else "gpu"]
-    if os.path.exists(a.out) and not os.path.isdir(a.out):
-        print(f"gpu_check: error: --out {a.out} is a file; it names a folder now (the report is OUT/gpu_check.json)",
-              file=sys.stderr)
-        return 2
-    os.makedirs(a.out, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix="work_", dir=a.out)  # runs and logs, kept: they are the evidence
-    progress = open(os.path.join(a.out, "progress.log"), "a")
-
-    def show(line):
-        print(line, flush=True)
-        progress.write(line + "\n")
-        progress.flush()
+    tmp = os.path.join(a.out, "work")
+    os.makedirs(tmp, exist_ok=True)
     ctx = Ctx(s, tmp, a.budget)
     started = time.time()
     info, rows = {}, []
@@ -1057,30 +1179,30 @@ def main(argv=None):
             info = dict(name="unknown")
     peak, entry = peak_bf16_flops(info.get("name", ""))
     ctx.shared["peak"] = (peak, entry)
-    show(f"gpu_check on {info.get('name')}: " + (f"dense bf16 peak {peak / 1e12:g} TFLOP/s ({entry}, NVIDIA datasheet)"
-         if peak else "unknown GPU: MFU not computed") + f"; tokenizer from {info.get('tokenizer')}; budget "
-         f"{a.budget:g} s; work folder {tmp}")
+    print(f"gpu_check on {info.get('name')}: " + (f"dense bf16 peak {peak / 1e12:g} TFLOP/s ({entry}, NVIDIA datasheet)"
+          if peak else "unknown GPU: MFU not computed") + f"; tokenizer from {info.get('tokenizer')}; budget "
+          f"{a.budget:g} s; work folder {tmp}", flush=True)
     checks = [c for c in checks_for(s) if not groups or c[1] in groups]
+    head = rows[:]
 
-    def report(rows, complete):
-        doc = dict(ok=all_ok(rows) and complete, complete=complete, gpu=info,
-                   peak_bf16_tflops=peak / 1e12 if peak else None, peak_entry=entry, smoke=a.smoke, budget_s=a.budget,
-                   wall_s=round(time.time() - started, 1), work=tmp,
-                   started=time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)), git_commit=cli.git_commit(),
-                   reference=dict(command=REF_COMMAND, tol=REF_TOL), rows=rows)
-        write_report(os.path.join(a.out, "gpu_check.json"), doc)
-        cli.atomic_write(os.path.join(a.out, "summary.txt"), format_table(rows) + "\n")
-        return doc
+    def done(got):
+        write_out(a.out, dict(ok=all_ok(head + got), gpu=info, peak_bf16_tflops=peak / 1e12 if peak else None,
+                              peak_entry=entry, smoke=a.smoke, budget_s=a.budget,
+                              wall_s=round(time.time() - started, 1),
+                              started=time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
+                              git_commit=cli.git_commit(), reference=dict(command=REF_COMMAND, tol=REF_TOL),
+                              rows=head + got))
+    done([])
     try:
-        rows += run_checks(ctx, checks, show=show, done=lambda got: report(rows + got, False))
+        rows += run_checks(ctx, checks, show=lambda line: print(line, flush=True), done=done)
     except KeyboardInterrupt:
-        show(f"interrupted; what ran is in {a.out}")
+        print(f"interrupted; what finished is in {a.out}", file=sys.stderr)
         return 130
-    ok = report(rows, True)["ok"]
+    ok = all_ok(rows)
     print()
     print(format_table(rows))
-    show(f"{'all checks passed' if ok else 'some checks FAILED'} in {time.time() - started:.0f} s; wrote "
-         f"{a.out}/gpu_check.json, summary.txt, progress.log; runs and logs in {tmp}")
+    print(f"{'all checks passed' if ok else 'some checks FAILED'} in {time.time() - started:.0f} s; "
+          f"wrote {a.out}/report.json and table.txt; runs and logs in {tmp}")
     return 0 if ok else 1
 
 

