@@ -251,16 +251,21 @@ def threshold_md(th):
     return L
 
 
+def task_panels(rows):
+    """One panel per task, in first-seen order: (figure, [(axes, task, that task's rows)])."""
+    tasks_ = list(dict.fromkeys(r["task"] for r in rows))
+    fig, axs = figures(len(tasks_), 4)
+    return fig, [(ax, t, [r for r in rows if r["task"] == t]) for ax, t in zip(axs[0], tasks_)]
+
+
 def lengen_plots(rep):
     """lengen_accuracy.png: exact match by input length (bin centre) per task, one line per encoding."""
     lg = rep["lengen"]
     if not (lg and lg["cells"]):
         return []
-    tasks_ = list(dict.fromkeys(c["task"] for c in lg["cells"]))
-    fig, axs = figures(len(tasks_), 4)
+    fig, panels = task_panels(lg["cells"])
     colour = {}
-    for ax, task in zip(axs[0], tasks_):
-        cs = [c for c in lg["cells"] if c["task"] == task]
+    for ax, task, cs in panels:
         by_length_panel(ax, [(c["encoding"], c["encoding"] + (f" [{c['variant']}]" if c["variant"] else ""),
                               c["learned"], [((b["lo"] + b["hi"]) / 2 if b["lo"] is not None else b["hi"], b)
                                              for b in c["by_length"].values()]) for c in cs], colour, clip=True)
@@ -276,11 +281,9 @@ def threshold_plot(th):
     task, one line per (layers, encoding) with its seed band; the dashed line is the gate."""
     if not th:
         return []
-    tasks_ = list(dict.fromkeys(r["task"] for r in th["rows"]))
-    fig, axs = figures(len(tasks_), 4)
+    fig, panels = task_panels(th["rows"])
     colour = {}
-    for ax, task in zip(axs[0], tasks_):
-        rs = [r for r in th["rows"] if r["task"] == task]
+    for ax, task, rs in panels:
         by_length_panel(ax, [(f"L{r['n_layer']}", f"{r['n_layer']} layers, {r['encoding']}"
                               + (f" (threshold {r['threshold']})" if r["threshold"] is not None else " (never)"), True,
                               [(p["train_len"], p["at_2x"]) for p in r["by_train_len"]]) for r in rs], colour, clip=True)
