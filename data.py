@@ -994,10 +994,11 @@ def main(argv=None):
             corpus = load_corpus(args.dir, args.tokenizer, args.vocab_size)
             if args.split == "val":
                 lens = [len(d) for d in corpus.val_docs()]
-            else:  # documents of the train stream, cut at end-of-text
-                cuts = np.flatnonzero(np.asarray(corpus.train) == corpus.eot) if corpus.eot is not None else []
-                lens = [int(b - a) for a, b in zip(np.concatenate([[-1], cuts]), np.concatenate([cuts, [len(corpus.train)]]))
-                        if b - a > 1]
+            else:  # the prepared folder's document ends (train_docs.npy), not a scan of the train stream
+                if not os.path.isfile(os.path.join(args.dir, MANIFEST)):
+                    raise UserError(f"{args.dir}: --split train needs a data.py-prepared folder (its document ends)")
+                ends = np.asarray(check_prepared(args.dir, remember=False)[3]["train_docs"])
+                lens = (np.diff(np.concatenate([[0], ends])) - 1).tolist()  # without each end-of-text
             counts = check_windows(lens, lengths, args.min_windows, f"{args.dir} ({args.split} split)")
             print(f"ok: {args.dir}: " + ", ".join(f"{n} windows of {L}" for L, n in counts.items()))
             return

@@ -272,7 +272,7 @@ def eval_ppl(model, docs, lengths, ec, evaluator=None, device="cpu", bar=None):
         edges = bucket_edges(L, ec.buckets)
         losses, ps, pc = doc_losses(model, docs, L, stride, ec.ppl_tokens, edges, ec.batch_tokens, device)
         tick(bar)
-        runs[L] = (losses, stride)
+        runs[L] = (losses, stride, wins)
         allv = np.concatenate(losses)
         n = int(np.isfinite(allv).sum())
         out["tokens"][str(L)] = n
@@ -286,8 +286,7 @@ def eval_ppl(model, docs, lengths, ec, evaluator=None, device="cpu", bar=None):
                                by_length={})
     ev = evaluator or model
     for L in lengths:
-        full, stride = runs[L]
-        wins = plan_windows(docs, L, stride, ec.ppl_tokens)
+        full, stride, wins = runs[L]
         full_ev = full if evaluator is None else doc_losses(evaluator, docs, L, stride, ec.ppl_tokens, None,
                                                             ec.batch_tokens, device)[0]
         short = np.concatenate(short_losses(ev, docs, wins, L, K, W, ec.batch_tokens, device))

@@ -265,7 +265,9 @@ def train_step(run, mult):
     norm = torch.nn.utils.clip_grad_norm_(run.model.parameters(), cfg.grad_clip or math.inf)
     # DDP: the stop flags ride the loss all-reduce, so every rank learns of a signal that reached any
     # of them after this same step, with no all-reduce and sync of their own
-    red = torch.cat([loss_sum.view(1), torch.tensor(cli.stop_flags(), device=dist.device)]) if dist.ddp else loss_sum.view(1)
+    red = loss_sum.view(1)
+    if dist.ddp:
+        red = torch.cat([red, torch.tensor(cli.stop_flags(), device=dist.device)])
     cli.all_reduce_sum(red, dist)
     loss, norm, *flags = torch.cat([red[:1], norm.to(red.dtype).view(1), red[1:]]).tolist()  # one device sync a step
     run.stop = cli.stop_from_flags(flags) if dist.ddp else ""
@@ -324,7 +326,7 @@ def loop(run):
             pbar.update(1)
             pbar.set_postfix(loss=f"{loss:.3f}", lr=f"{mult:.2f}", tok_s=f"{run.tokens_done / run.train_time:.0f}",
                              refresh=False)  # drawn with the bar's own refresh, not every step
-        due = (time.time() - last_ckpt >= 60 * cfg.ckpt_minutes) if cfg.ckpt_minutes > 0 else run.step % cfg.ckpt_every == 0
+        due = time.time() - last_ckpt >= 60 * cfg.ckpt_minutes if cfg.ckpt_minutes > 0 else run.step % cfg.ckpt_every == 0
         if due and run.step < iters:  # only rank 0 writes (checkpoint() is no collective), so ranks may disagree
             checkpoint(run, "ckpt.pt")
             last_ckpt = time.time()
