@@ -370,14 +370,17 @@ def lengen_plots(rep):
 
 def threshold_plot(th):
     """lengen_threshold.png: exact match at 2N against the maximum training length N, one panel per
-    task, one line per (layers, encoding) with its seed band; the dashed line is the gate."""
+    task, one line per (layers, encoding) with its seed band and its threshold status in the legend
+    (crosses, dashed: a row never learned in distribution); the dashed line is the gate."""
     if not th:
         return []
     fig, panels = task_panels(th["rows"])
     colour = {}
     for ax, task, rs in panels:
         by_length_panel(ax, [(f"L{r['n_layer']}", f"{r['n_layer']} layers, {r['encoding']}"
-                              + (f" (threshold {r['threshold']})" if r["threshold"] is not None else ""), True,
+                              + (f" (threshold {r['status']})" if r["threshold"] is not None
+                                 else "" if r["status"].startswith("excluded")  # the panel says "(not learned)"
+                                 else f" ({r['status'].split(' (')[0]})"), not r["status"].startswith("excluded"),
                               [(p["train_len"], p["at_2x"]) for p in r["by_train_len"]]) for r in rs], colour, clip=True)
         ax.axhline(th["gate"], color="grey", ls="--", lw=1)
         ax.set(title=task, xlabel="maximum training length N", ylabel="exact match at N+1..2N", ylim=(-0.03, 1.03))
