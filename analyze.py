@@ -4,7 +4,11 @@ Statistics and reports for the studies of this project: the command line and the
     python analyze.py out/sweeps/qat out/sweeps/qat-probes --study qat --fit_sizes 14K,25K,39K --out DIR
 
 Reads every result.json (and the eval.json / grid.json next to it, if any) under the folders and
-writes analysis.md, analysis.json and PNG plots to --out (default: the first folder).
+writes analysis.md, analysis.json and PNG plots to --out (default: the first folder). Without runs:
+
+    python analyze.py --verdicts DIR    # DIR/README.md's verdicts section from DIR/analysis.json
+    python analyze.py --refamily DIR    # the families and verdicts of DIR/analysis.json decided again (REDECIDE)
+    python analyze.py --power DIR [--seeds N] [--effect X]   # power before the run (docs/cluster.md)
 
 The statistics are pure functions in stats.py; the run loading and the markdown and plot helpers
 are in studyio.py; each study is one file, analyze_<study>.py, with its report (a JSON-able dict),

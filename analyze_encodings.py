@@ -55,6 +55,12 @@ ENCODING_ORDER = {e: i for i, e in enumerate(
 BASELINES = {"expe": "sinusoidal", "sinusoidal": "nope", "chunk": "swan"}
 
 
+def per_seed(st):
+    """The {seed: value} of a stats dict (stats.seed_stats); {} where a stored file lacks it (an analysis
+    written before the per-seed values were kept), so that its hypothesis is labelled, never invented."""
+    return (st or {}).get("per_seed") or {} if isinstance(st, dict) else {}
+
+
 def seed_diffs(a, b):
     """{seed: a - b} over the seeds both per-seed dicts have a value for: the per-seed contrast of a
     paired comparison (stats.paired_hypothesis tests its mean against 0)."""
@@ -96,6 +102,8 @@ class Family:
         self.hyps, self.by_id = [], {}
 
     def add(self, hid, hyp):
+        if hyp["n"] < 2:  # no p: not counted in the family's m, and said so
+            hyp = dict(hyp, test=hyp["test"] + " (excluded: fewer than 2 per-seed values stored)")
         self.hyps.append(dict(hyp, id=hid))
         return hid
 

@@ -11,7 +11,7 @@ from stats import BETTER_LEVEL, MIN_SEEDS, paired_acc, paired_hypothesis, seed_s
 from studyio import (dget, f, family_md, figures, no_data, num, paired_cell, parse_int, pm, run_kind, table,
                      variant_fields)
 from analyze_encodings import (BASELINES, ENCODING_KEYS, ENCODING_ORDER, Family, by_length_panel, cells_by_seed,
-                               encoding, family_verdict, hope_pairs, seed_diffs)
+                               encoding, family_verdict, hope_pairs, per_seed, seed_diffs)
 
 
 def lengen_report(runs, gate=0.9, margin=0.05, reference="rope"):
@@ -182,7 +182,7 @@ THRESHOLD_RULE = (
 def threshold_holds(p, gate):
     """The per-seed gate at one training length: every seed (>= MIN_SEEDS of them) has exact match >=
     gate in distribution and in the bin N+1..2N."""
-    ind, a2 = p["in_dist"]["per_seed"], p["at_2x"]["per_seed"]
+    ind, a2 = per_seed(p["in_dist"]), per_seed(p["at_2x"])
     seeds = [s for s in ind if ind[s] is not None and a2.get(s) is not None]
     return len(seeds) >= MIN_SEEDS and all(ind[s] >= gate and a2[s] >= gate for s in seeds)
 
@@ -190,7 +190,7 @@ def threshold_holds(p, gate):
 def threshold_contrast(p, gate):
     """{seed: min(in-distribution, N+1..2N exact match) - gate} at one training length: positive when
     that seed holds the gate on both."""
-    ind, a2 = p["in_dist"]["per_seed"], p["at_2x"]["per_seed"]
+    ind, a2 = per_seed(p["in_dist"]), per_seed(p["at_2x"])
     return {s: min(ind[s], a2[s]) - gate for s in ind if ind[s] is not None and a2.get(s) is not None}
 
 
@@ -199,6 +199,8 @@ def threshold_decision(row, h, gate):
     pts = sorted(row["by_train_len"], key=lambda p: p["train_len"])
     if h is None:
         return None, f"excluded: not learned in distribution (mean >= {gate:g}) at any N"
+    if h["n"] < 2:
+        return None, f"undecided at N={pts[-1]['train_len']} (fewer than 2 per-seed values stored)"
     if not h["passed"]:
         return None, (f"undecided at N={pts[-1]['train_len']} (mean {h['effect']:+.3f} from the gate, "
                       f"p={f(h['p'], '.2g')}, Holm p={f(h['p_holm'], '.2g')})")
@@ -251,7 +253,7 @@ def lengen_decide(lg):
                 o = cells[(c["task"], other, c["variant"])]
                 ids[i, kind] = fam.add(f"cells/{name}/vs {other}", paired_hypothesis(
                     f"{name} vs {other}: score (exact match past N)",
-                    seed_diffs(c["score"]["per_seed"], o["score"]["per_seed"])))
+                    seed_diffs(per_seed(c["score"]), per_seed(o["score"]))))
     th = lg.get("threshold")
     for i, r in enumerate((th or {}).get("rows", [])):
         pts = sorted(r["by_train_len"], key=lambda p: p["train_len"])

@@ -11,7 +11,8 @@ import numpy as np
 from stats import BETTER_LEVEL, MIN_SEEDS, paired_acc, paired_hypothesis, seed_stats
 from studyio import dget, f, family_md, figures, no_data, num, paired_cell, parse_int, pm, run_kind, table
 from analyze_encodings import (BASELINES, CHUNK_ABLATIONS, ENCODING_ORDER, Family, attn_by_distance, by_length_panel,
-                               cells_by_seed, encoding, exploratory, family_verdict, hope_pairs, seed_diffs)
+                               cells_by_seed, encoding, exploratory, family_verdict, hope_pairs, per_seed,
+                               seed_diffs)
 
 
 POSENC_FLAGS = ("pos", "pos_pattern", "swan", "chunk_layers")  # a text run given one of these is a posenc run
@@ -98,8 +99,8 @@ def posenc_report(runs, gate=0.9, margin=0.05, reference="rope"):
 def mean_loss(by_length, lengths):
     """{seed: the mean loss over the given evaluation lengths} of a cell's loss_by_length (None for a
     seed missing one); the seeds are the per-seed keys, as stored (a JSON file's are text)."""
-    seeds = dict.fromkeys(s for L in lengths for s in by_length[L]["per_seed"])
-    by = {s: [by_length[L]["per_seed"].get(s) for L in lengths] for s in seeds}
+    seeds = dict.fromkeys(s for L in lengths for s in per_seed(by_length[L]))
+    by = {s: [per_seed(by_length[L]).get(s) for L in lengths] for s in seeds}
     return {s: float(np.mean(v)) if v and None not in v else None for s, v in by.items()}
 
 
@@ -195,7 +196,7 @@ def posenc_decide(pe, full="chunk"):
                 f"{claim}: mean text loss past training", seed_diffs(mean_loss(a_loss, past), mean_loss(b_loss, past))))
         if scored:
             ids[key + ("score",)] = fam.add(f"{claim}/score", paired_hypothesis(
-                f"{claim}: retrieval score (exact match past training)", seed_diffs(a_score["per_seed"], b_score["per_seed"])))
+                f"{claim}: retrieval score (exact match past training)", seed_diffs(per_seed(a_score), per_seed(b_score))))
 
     for i, c in enumerate(pe["cells"]):
         name = f"{c['training']}: {c['encoding']}"

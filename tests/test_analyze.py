@@ -950,6 +950,19 @@ def test_refamily_of_a_fresh_analysis_is_the_fresh_analysis(tmp_path, capsys):
         assert (out / "analysis.md").read_text() == fresh_md
     lg = json.loads((tmp_path / "lengen" / "analysis.json").read_text())["lengen"]
     assert lg["threshold"]["rows"][0]["threshold"] == 8 and lg["family"]["m"] == 5  # 3 vs rope, sinusoidal vs nope, 1 row
+    # a stored file without a cell's per-seed values: that hypothesis is labelled and left out of m, not invented
+    rep = json.loads((tmp_path / "lengen" / "analysis.json").read_text())
+    nope = next(c for c in rep["lengen"]["cells"] if c["encoding"] == "nope")
+    del nope["score"]["per_seed"]
+    del rep["lengen"]["threshold"]["rows"][0]["by_train_len"][-1]["at_2x"]["per_seed"]
+    (tmp_path / "lengen" / "analysis.json").write_text(json.dumps(rep))
+    assert analyze.main(["--refamily", str(tmp_path / "lengen"), "--no_plots"]) == 0
+    lg = json.loads((tmp_path / "lengen" / "analysis.json").read_text())["lengen"]
+    h = next(h for h in lg["family"]["hypotheses"] if h["claim"].startswith("copy: nope vs rope"))
+    assert h["p"] is None and "excluded: fewer than 2 per-seed values stored" in h["test"]
+    assert lg["family"]["m"] == 2  # nope vs rope, sinusoidal vs nope and the threshold row are out
+    assert next(c for c in lg["cells"] if c["encoding"] == "nope")["verdict"] == "no seeds in common with rope"
+    assert lg["threshold"]["rows"][0]["status"] == "undecided at N=16 (fewer than 2 per-seed values stored)"
     pe = json.loads((tmp_path / "posenc" / "analysis.json").read_text())["posenc"]
     ids = [h["id"] for h in pe["family"]["hypotheses"]]  # the passkey cells of nope, sinusoidal, expe are gated out
     assert ids == [f"task_mix:passkey: swan vs rope/score"] + [f"text: {e} vs {b}/loss" for e, b in (
