@@ -27,7 +27,8 @@ def posenc_report(runs, gate=0.9, margin=0.05, reference="rope"):
     lengen's: learned when the mean exact match of every task at the training length is >= `gate`.
     Against the `reference` encoding's cell of the same training and length, paired over seeds at each
     length past training: the loss difference, and for learned retrieval cells the exact-match
-    difference with a verdict on the score (as lengen_report)."""
+    difference; the verdicts (loss past training, score) come from the study's family
+    (posenc_decide: Holm within it, the one rule, and a mean difference of at least `margin`)."""
     sel = [r for r in runs if run_kind(r) == "lm" and isinstance(r.get("eval"), dict)
            and any(k in r["config"]["model"] for k in POSENC_FLAGS)]
     if not sel:
@@ -136,7 +137,7 @@ def chunk_ablation(cells, full="chunk"):
     (loss_past; lower is better). Retrieval-trained cells: the retrieval score and exact match per task
     and length past training, compared only when both learned retrieval in distribution (the full
     model's ability is shown before an ablation's effect on it is read); an ablation that did not learn
-    it is reported as such."""
+    it is reported as such. The verdicts of the compared rows: posenc_decide, from the family."""
     rows = []
     for (training, enc, block), c in cells.items():
         ref = cells.get((training, full, block))
