@@ -107,6 +107,7 @@ PAPER_FINAL_EVAL="--final_eval_tokens 8388608"
 EVAL_SEED=100  # paper longctx: the LongPPL evaluator's seed, none of the factorial's
 PAPER_TARGET=8192  # paper longctx: the extension target, and its outcome lengths (half of it and it)
 PAPER_LENGTHS=$(( PAPER_TARGET / 2 )),$PAPER_TARGET
+PAPER_TASKS=passkey,niah_single,niah_multikey,niah_multivalue,niah_multiquery,vt,cwe,fwe,json_kv  # paper longctx retrieval
 PAPER_MIN_WINDOWS=8  # paper longctx: full-context windows needed at every target length (EVAL_DATA, checked first)
 EVAL_DATA=${EVAL_DATA:-}
 
@@ -270,11 +271,15 @@ grid_longctx() {
     else
         # swiglu: every cell exports to transformers (HELMET / RULER); window = the short pretraining context
         # target: the seed's extension ratios, 8x / 4x (it extends 4K / 8K to 32K); 1K / 2K to 8K here
-        size=100M; qks="none head"; kvs="12 3"; ctxs="1024 2048"; window=1024; global=4; target=$PAPER_TARGET; seeds="0 1 2"
+        size=100M; qks="none head"; kvs="12 3"; ctxs="1024 2048"; window=1024; global=4; target=$PAPER_TARGET; seeds="0 1 2 3 4"
         mlp=" --mlp swiglu"
         tps=131072; steps=15259; frac=0.05; fracs="0.25 1"; early=0.25; mix=0.25   # 2.0B tokens, 100M tokens of extension
         base="--grad_accum 4 --eval_interval 500 --ckpt_minutes 30 --ptq_bits '' $PAPER_FINAL_EVAL"
-        evalf="--tasks ppl,passkey,niah_single,niah_multikey,niah_multivalue,niah_multiquery,vt,cwe,fwe,json_kv"
+        # retrieval a 100M model can learn in distribution (no web text teaches these formats): a quarter of
+        # the rows are samples of the evaluated RULER-style tasks, answer loss (the tiny grid's passkey mix,
+        # with every task), in pretraining and so in each extension (extend.py keeps the parent's mix)
+        base+=" --task_mix 0.25 --task_list $PAPER_TASKS --task_loss answer"
+        evalf="--tasks ppl,$PAPER_TASKS"
         # exact match is the retrieval outcome (rank secondary, in eval.json): 5 depths x 3 samples = 15 per
         # (task, length), 150 per length over the 10 tasks (>= 129 for a CI half-width <= 0.05 over 3 seeds)
         evalf+=" --depths 5 --samples 3 --score exact --longppl_short 1024 --quiet"; tgt_lengths="$PAPER_LENGTHS"

@@ -266,7 +266,7 @@ def test_every_paper_longctx_cell_shape_exports(enc512, tmp_path):
     assert p.returncode == 0, p.stderr
     shapes = set()
     train_lines = [ln for ln in p.stdout.splitlines() if shlex.split(ln)[1] == "train.py"]  # not the 2nd-pass evaluations
-    assert len(train_lines) == 49  # the LongPPL evaluator's line, then the 48 cells'; the evaluator is cell 0000's shape
+    assert len(train_lines) == 81  # the LongPPL evaluator's line, then the 80 cells' (5 seeds); the evaluator is cell 0000's shape
     for line in train_lines:
         cfg = train.parse_args(shlex.split(line.split(" && ")[0])[2:])
         m = cfg.model
