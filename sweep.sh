@@ -483,12 +483,14 @@ grid() {
 #             (8: the shortest paper context, 1024, becomes 128, the length a passkey sample needs; 1 for lengen, whose 256-token context and task lengths already fit a CPU); the
 #             extension --factor and the windows' counts (--min_windows) are unchanged
 #   batches   --batch_size / 32 (at least 1, a multiple of the step's --grad_accum, which is unchanged)
-#   budgets   --final_eval_tokens / 8192; evaluate.py's --ppl_tokens as lengths (the same number of windows),
-#             stated where a step left evaluate.py's default (32768 / 8)
+#   budgets   train.py's --final_eval_tokens and --eval_tokens 1024 (stated where left at the default);
+#             evaluate.py's --ppl_tokens as lengths (the same number of windows; 32768 / 8 where unstated)
 #   compile   off (COMPILE=0 unless set)
 #   samples   --samples 1, --depths 1, --probe_samples 1 (stated where a step left evaluate.py's default):
 #             one retrieval sample per task and length (the depth 0.5)
-# No seed or line is left out: the lines run
+# REHEARSE_SEEDS=K (default: all) keeps the lines of the first K seeds (and longctx's evaluator seed):
+# K >= 2 still runs every kind of line (longctx's first seed carries the robustness variants, the others
+# not), for a machine too slow for the whole grid; without it no line is left out. The lines run
 # packed, several per Python process (rehearse.py pack), the second-pass lines (evaluate.py only)
 # after every first-pass line. DATA and EVAL_DATA default to folders prepared from the bundled corpus
 # (data.py prepare; EVAL_DATA with half its documents held out). After the analysis, rehearse.py lists
@@ -504,18 +506,21 @@ rehearse_lines() {  # stdin: paper grid lines (or flags) -> the same, shrunk by 
     function div(v, d,   r) { r = int(v / d); return r < 1 ? 1 : r }
     function lens(v,   a, n, i, o) { n = split(v, a, ","); o = ""; for (i = 1; i <= n; i++) o = o (i > 1 ? "," : "") div(a[i], ld); return o }
     BEGIN { n = split(heads, hs, " "); for (i = 1; i <= n; i++) { split(hs[i], kv, ":"); H[kv[1]] = kv[2] } }
-    function step_end() {  # an evaluate.py step gets its defaults stated where the rule shrinks them
+    function step_end() {  # a step gets its defaults stated where the rule shrinks them
         if (ev && !ppl && tasks ~ /(^|,)ppl(,|$)/) o = o " --ppl_tokens " div(32768, ld)
         if (ev && !smp) o = o " --samples 1 --depths 1"
-        ev = 0; ppl = 0; smp = 0; tasks = ""
+        if (tr && !evt) o = o " --eval_tokens 1024"
+        ev = 0; ppl = 0; smp = 0; tasks = ""; tr = 0; evt = 0
     }
     {
         step = 0; delete accum  # each step'"'"'s --grad_accum: its batch stays a multiple of it
         for (i = 1; i < NF; i++) { if ($i == "&&") step++; else if ($i == "--grad_accum") accum[step] = $(i + 1) }
-        o = ""; ev = 0; ppl = 0; smp = 0; tasks = ""; step = 0
+        o = ""; ev = 0; ppl = 0; smp = 0; tasks = ""; tr = 0; evt = 0; step = 0
         for (i = 1; i <= NF; i++) {
             f = $i; v = $(i + 1)
             if (f ~ /evaluate\.py$/) ev = 1
+            if (f ~ /train\.py$/) tr = 1
+            if (f == "--eval_tokens") evt = 1
             if (f == "&&") { step_end(); step++ }
             if (f == "--tasks") tasks = v
             if (f == "--ppl_tokens") ppl = 1
@@ -527,13 +532,28 @@ rehearse_lines() {  # stdin: paper grid lines (or flags) -> the same, shrunk by 
             else if (f == "--iters") v = div(v, 1000)
             else if (f == "--tokens") v = div(v, 100000)
             else if (f == "--batch_size") { v = div(v, 32); a = accum[step]; if (a > 1 && v % a) v += a - v % a }
-            else if (f == "--final_eval_tokens") v = div(v, 8192)
+            else if (f ~ /^--(final_eval_tokens|eval_tokens)$/) v = 1024
             else if (f ~ /^--(samples|probe_samples|depths)$/) v = 1
             else { o = o " " f; continue }
             o = o " " f " " v; i++
         }
         step_end()
         print substr(o, 2)
+    }'
+}
+
+rehearse_seeds() {  # stdin: lines -> those of the first REHEARSE_SEEDS seeds (all without it; EVAL_SEED kept)
+    local k=${REHEARSE_SEEDS:-}
+    [[ -z $k ]] && { cat; return; }
+    [[ $k =~ ^[1-9][0-9]*$ ]] || die "REHEARSE_SEEDS must be a positive integer, got '$k'"
+    awk -v k="$k" -v keep="$EVAL_SEED" '{
+        line = $0; drop = 0
+        while (match(line, /(--seed |_s)[0-9]+/)) {
+            s = substr(line, RSTART, RLENGTH); sub(/^(--seed |_s)/, "", s)
+            if (s + 0 >= k && s != keep) drop = 1
+            line = substr(line, RSTART + RLENGTH)
+        }
+        if (!drop) print
     }'
 }
 
@@ -857,7 +877,7 @@ if [[ $SCALE == paper && ( $mode == run || $mode == task ) && -n $DATA && $study
         "on the first one tokenising it): python data.py prepare $DATA PREPARED --procs N, then DATA=PREPARED"
 fi
 
-if [[ $REHEARSE == 1 ]]; then mapfile -t GRID < <(grid "$study" | rehearse_lines)
+if [[ $REHEARSE == 1 ]]; then mapfile -t GRID < <(grid "$study" | rehearse_lines | rehearse_seeds)
 else mapfile -t GRID < <(grid "$study"); fi
 case $mode in
     count)

@@ -50,7 +50,7 @@ def test_one_rule_shrinks_every_line_and_keeps_the_rest(tmp_path, study):
     assert len(rehearsal) == len(paper) > 0
     ld = 1 if study == "lengen" else 8
     rule = {"--block_size": ld, "--window": ld, "--target": ld, "--longppl_short": ld, "--chunk_size": ld,
-            "--ppl_tokens": ld, "--iters": 1000, "--tokens": 100000, "--batch_size": 8, "--final_eval_tokens": 8192}
+            "--ppl_tokens": ld, "--iters": 1000, "--tokens": 100000, "--batch_size": 32}
     seen = set()
     for p_line, r_line in zip(paper, rehearsal):
         p_steps, r_steps = p_line.split(" && "), r_line.split(" && ")
@@ -65,11 +65,20 @@ def test_one_rule_shrinks_every_line_and_keeps_the_rest(tmp_path, study):
             if script.endswith("evaluate.py"):  # evaluate.py's defaults stated where the rule shrinks them
                 assert added <= {"--ppl_tokens", "--samples", "--depths"}, added
                 added = set()
+            if script.endswith("train.py"):  # as train.py's quick-eval budget
+                assert rf["--eval_tokens"] == "1024"
+                added.discard("--eval_tokens")
             assert not added, added
             for k, v in pf.items():
-                if k in rule:
+                if k == "--batch_size":  # a multiple of the step's --grad_accum
+                    b, a = max(1, int(v) // 32), int(pf.get("--grad_accum", 1))
+                    assert int(rf[k]) == b + (a - b % a) % a, (v, rf[k])
+                    seen.add(k)
+                elif k in rule:
                     assert int(rf[k]) == max(1, int(v) // rule[k]), (k, v, rf[k])
                     seen.add(k)
+                elif k in ("--final_eval_tokens", "--eval_tokens"):
+                    assert rf[k] == "1024"
                 elif k == "--lengths":
                     assert rf[k] == ",".join(str(max(1, int(x) // ld)) for x in v.split(","))
                 elif k in ("--samples", "--probe_samples", "--depths"):
@@ -143,6 +152,15 @@ def test_one_line_of_each_kind_runs(tmp_path, prepared, study):
             f = flags(step)[1]
             if "--out_dir" in f:
                 assert os.path.exists(os.path.join(f["--out_dir"], "result.json")), step
+
+
+def test_seed_subsample_keeps_every_kind(tmp_path):
+    """REHEARSE_SEEDS=2 keeps the first two seeds (and longctx's evaluator) and still every kind of line."""
+    for study in ("longctx", "qat-probes"):
+        every, two = dry(tmp_path, study, REHEARSE="1"), dry(tmp_path, study, REHEARSE="1", REHEARSE_SEEDS="2")
+        assert 0 < len(two) < len(every) and len(kinds(two)) == len(kinds(every))
+        assert not any(re.search(r"(--seed |_s)([2-9]|1[0-9])\b", l) for l in two)
+    assert any("_s100" in l for l in dry(tmp_path, "longctx", REHEARSE="1", REHEARSE_SEEDS="2"))
 
 
 def test_pack_goes_on_after_a_failed_line(tmp_path):
