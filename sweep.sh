@@ -281,7 +281,7 @@ grid_longctx() {
         base+=" --task_mix 0.25 --task_list $PAPER_TASKS --task_loss answer"
         evalf="--tasks ppl,$PAPER_TASKS"
         # exact match is the retrieval outcome (rank secondary, in eval.json): 5 depths x 3 samples = 15 per
-        # (task, length), 150 per length over the 10 tasks (>= 129 for a CI half-width <= 0.05 over 3 seeds)
+        # (task, length), 135 per length over the 9 tasks (>= 129: a CI half-width <= 0.05 over 3 seeds, 78 over 5)
         evalf+=" --depths 5 --samples 3 --score exact --longppl_short 1024 --quiet"; tgt_lengths="$PAPER_LENGTHS"
         # outcomes inside single documents: a long-document set apart from the web corpus, enough windows;
         # --ppl_tokens scores them all (the default, 32768 scored tokens, would stop after 4 windows at 8K)
@@ -591,6 +591,11 @@ rehearse_pool() {  # LOGDIR NAME; stdin: lines -> run in 3 x JOBS packs (rehears
     (( k )) && run_pool "$logdir" < <(for line in "$logdir/packs/${name}_"*.txt; do echo "$PY rehearse.py pack $line"; done)
 }
 
+rehearse_outcomes() {  # after the analysis: the exports an outcome needs, then every outcome with its runs
+    rehearse_pool "$OUT/$study/logs" export < <(export_lines "$study")
+    $PY rehearse.py outcomes "$study" "$OUT/$study"
+}
+
 rehearse_run() {  # the rehearsal's run: pass 1 (training lines), pass 2 (evaluate.py lines), the
     # analysis, the exports an outcome needs, then the outcomes and the runs each rests on
     local start=$SECONDS line rc=0
@@ -605,8 +610,7 @@ rehearse_run() {  # the rehearsal's run: pass 1 (training lines), pass 2 (evalua
     (( ${#second[@]} )) && rehearse_pool "$OUT/$study/logs" pass2 < <(printf '%s\n' "${second[@]}")
     note "rehearsal: runs finished in $(( (SECONDS - start) / 60 ))m$(( (SECONDS - start) % 60 ))s, ${#FAILED[@]} packs with a failed line"
     post "$study" || rc=$?
-    rehearse_pool "$OUT/$study/logs" export < <(export_lines "$study")
-    $PY rehearse.py outcomes "$study" "$OUT/$study" || rc=1
+    rehearse_outcomes || rc=1
     note "rehearsal of $study: $(( (SECONDS - start) / 60 ))m$(( (SECONDS - start) % 60 ))s in all"
     (( ${#FAILED[@]} )) && { note "failed lines: grep -l FAILED $OUT/$study/logs/*.log"; rc=1; }
     return $rc
@@ -906,7 +910,9 @@ case $mode in
         run_task "$PENDING"; exit $?
         ;;
     post)
-        post "$study"; exit $? ;;
+        rc=0; post "$study" || rc=$?
+        [[ $REHEARSE == 1 ]] && { rehearse_outcomes || rc=1; }
+        exit $rc ;;
     run)
         [[ $REHEARSE == 1 ]] && { rehearse_run; exit $?; }
         start=$SECONDS
