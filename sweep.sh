@@ -598,16 +598,12 @@ rehearse_outcomes() {  # after the analysis: the exports an outcome needs, then 
 
 rehearse_run() {  # the rehearsal's run: pass 1 (training lines), pass 2 (evaluate.py lines), the
     # analysis, the exports an outcome needs, then the outcomes and the runs each rests on
-    local start=$SECONDS line rc=0
-    local -a first=() second=()
-    for line in "${GRID[@]}"; do
-        pending "$line"; [[ -z $PENDING ]] && continue
-        [[ $PENDING == "$PY evaluate.py "* ]] && second+=("$PENDING") || first+=("$PENDING")
-    done
-    note "rehearsal of $study: ${#GRID[@]} lines (${#first[@]} + ${#second[@]} to run), packed," \
+    local start=$SECONDS rc=0
+    passes
+    note "rehearsal of $study: ${#GRID[@]} lines (${#FIRST[@]} + ${#SECOND[@]} to run), packed," \
          "JOBS=$JOBS, OMP_NUM_THREADS=$OMP_NUM_THREADS, OUT=$OUT"
-    (( ${#first[@]} )) && rehearse_pool "$OUT/$study/logs" pass1 < <(printf '%s\n' "${first[@]}")
-    (( ${#second[@]} )) && rehearse_pool "$OUT/$study/logs" pass2 < <(printf '%s\n' "${second[@]}")
+    (( ${#FIRST[@]} )) && rehearse_pool "$OUT/$study/logs" pass1 < <(printf '%s\n' "${FIRST[@]}")
+    (( ${#SECOND[@]} )) && rehearse_pool "$OUT/$study/logs" pass2 < <(printf '%s\n' "${SECOND[@]}")
     note "rehearsal: runs finished in $(( (SECONDS - start) / 60 ))m$(( (SECONDS - start) % 60 ))s, ${#FAILED[@]} packs with a failed line"
     post "$study" || rc=$?
     rehearse_outcomes || rc=1
@@ -645,6 +641,17 @@ pending() {  # one grid line -> PENDING: the steps still to do, ' && '-joined ("
                 [[ -f $STEP_DIR/eval.json ]] && continue ;;
         esac
         PENDING+="${PENDING:+ && }$s"
+    done
+}
+
+passes() {  # GRID -> FIRST, SECOND: what is left to run, the second-pass lines (evaluate.py steps only,
+    # paper longctx) apart: they read the runs of the first pass (and its LongPPL evaluator), so they
+    # start once every first-pass line has ended, not beside one still training its cell
+    local line
+    FIRST=(); SECOND=()
+    for line in "${GRID[@]}"; do
+        pending "$line"; [[ -z $PENDING ]] && continue
+        [[ $PENDING == "$PY evaluate.py "* ]] && SECOND+=("$PENDING") || FIRST+=("$PENDING")
     done
 }
 
@@ -916,11 +923,12 @@ case $mode in
     run)
         [[ $REHEARSE == 1 ]] && { rehearse_run; exit $?; }
         start=$SECONDS
-        todo=()
-        for line in "${GRID[@]}"; do pending "$line"; [[ -n $PENDING ]] && todo+=("$PENDING"); done
+        passes
+        todo=("${FIRST[@]}" "${SECOND[@]}")
         note "$study (SCALE=$SCALE): ${#GRID[@]} jobs, $((${#GRID[@]} - ${#todo[@]})) already finished," \
              "${#todo[@]} to run with JOBS=$JOBS${GPUS:+ on GPUs $GPUS}, OMP_NUM_THREADS=$OMP_NUM_THREADS"
-        (( ${#todo[@]} )) && run_pool "$OUT/$study/logs" < <(printf '%s\n' "${todo[@]}")
+        (( ${#FIRST[@]} )) && run_pool "$OUT/$study/logs" < <(printf '%s\n' "${FIRST[@]}")
+        (( ${#SECOND[@]} )) && run_pool "$OUT/$study/logs" < <(printf '%s\n' "${SECOND[@]}")  # after the first pass
         note "$study: runs finished in $(( (SECONDS - start) / 60 ))m$(( (SECONDS - start) % 60 ))s, ${#FAILED[@]} failed"
         rc=0
         post "$study" || rc=$?

@@ -31,6 +31,7 @@ case $script in
   *train.py|*extend.py)
      [[ -n ${STUB_FAIL:-} && $* == *"$STUB_FAIL"* ]] && exit 3
      sleep "${STUB_SLEEP:-0}"
+     [[ -n ${STUB_SLOW:-} && $* == *"$STUB_SLOW"* ]] && sleep 1
      mkdir -p "$out"; echo '{"status": "done"}' > "$out/result.json.tmp" && mv "$out/result.json.tmp" "$out/result.json" ;;
   *evaluate.py) echo '{"score": 1}' > "${eval_out:-$1/eval.json}" ;;
   *cli.py) [[ $1 == chain ]] && exec bash -c "$2" ;;  # the job's steps, each a stub call of its own
@@ -597,6 +598,23 @@ def test_paper_longctx_refuses_short_eval_documents_before_training(env, tmp_pat
     assert evals and all(f"--eval_data {prep} --min_windows 8" in s for s in evals)
     exts = [s for line in lines for s in line.split(" && ") if " extend.py " in s]  # trained on the long documents
     assert exts and all(flag(shlex.split(s), "--data") == prep for s in exts)
+
+
+def test_paper_longctx_second_pass_starts_after_the_first(env, tmp_path):
+    """The second-pass lines (each cell's evaluations, with the LongPPL evaluator) read every
+    first-pass line's runs: with two job slots none starts while a training line still runs."""
+    for d in ("data", "eval"):
+        os.makedirs(tmp_path / d)
+        (tmp_path / d / "manifest.json").write_text("{}")
+    p = sweep(env, "longctx", timeout=300, SCALE="paper", DATA=str(tmp_path / "data"), EVAL_DATA=str(tmp_path / "eval"),
+              STUB_SLOW="100M_qkhead_kv3_w1024_ctx2048_s4 ")  # the last training line: 1 s a step
+    assert p.returncode == 0, p.stderr[-2000:]
+    order = [line.split("|", 2)[2].split()[0] for line in open(env["STUB_LOG"]).read().splitlines()]
+    order = [s for s in order if s.endswith(("train.py", "extend.py", "evaluate.py"))]
+    first_eval = next(i for i, s in enumerate(order) if s.endswith("evaluate.py"))
+    assert not any(s.endswith(("train.py", "extend.py")) for s in order[first_eval:]) and first_eval > 80
+    finished = p.stderr.split("\n")
+    assert sum("done" in l for l in finished) == COUNTS[("longctx", "paper")]
 
 
 def test_paper_listing_and_pricing_need_no_prepared_data(env, tmp_path):
