@@ -84,10 +84,10 @@ def _laws(key):
         if key == "laws":
             fitted = [l for l in laws if l.get("fit")]
             runs = _sum(s["n"] for l in fitted for s in l["sizes"])
-        else:
-            fitted = [l for l in laws if not l.get("error") and l.get("n")]
+        else:  # "error" there is the laws' prediction error, not a refusal
+            fitted = [l for l in laws if l.get("gamma_D") is not None and l.get("n")]
             runs = _sum(l["n"] for l in fitted)
-        why = None if fitted else "; ".join(sorted({str(l.get("message") or l.get("error")) for l in laws})) or "no law"
+        why = None if fitted else "; ".join(sorted({str(l.get("message")) for l in laws})) or "no law"
         return runs, why
     return f
 
