@@ -139,6 +139,18 @@ def _by_length(field, training):
     return f
 
 
+def _exports(folder):
+    """longctx: main-recipe extensions (RUN-ntkT-f0.05, not the LongPPL evaluator's, seed 100 as
+    sweep.sh's EVAL_SEED) with an hf folder,
+    which export.py writes only after its logits check passed."""
+    import glob
+    runs = [r for r in glob.glob(os.path.join(folder, "*-ntk*-f0.05")) if not r.split("-ntk")[0].endswith("_s100")]
+    done = [r for r in runs if os.path.exists(os.path.join(r, "hf", "config.json"))]
+    if not runs:
+        return 0, "no main-recipe run"
+    return len(done), None if len(done) == len(runs) else f"{len(runs) - len(done)} of {len(runs)} not exported"
+
+
 def _threshold(a):
     rows = a["lengen"]["threshold"]["rows"]
     return _sum(r["n"] for row in rows for r in row["by_train_len"]), None if rows else "no threshold rows"
@@ -183,9 +195,13 @@ def list_outcomes(study, folder, out=None):
         return len(OUTCOMES[study])
     if study == "posenc" and a.get("posenc", {}).get("chunk_ablation"):
         OUTCOMES[study].append(("chunk ablation, remove one principle", _posenc_ablation))
+    rows = list(OUTCOMES[study])
+    if study == "longctx":  # HELMET / RULER run outside on transformers: every main-recipe model exported
+        rows.append(("HELMET / RULER inputs: main-recipe models exported, logits checked (RUN/hf)",
+                     lambda a: _exports(folder)))
     bad = 0
     print(f"rehearsal of {study}: outcomes and the runs each rests on ({path})", file=out)
-    for name, fn in OUTCOMES[study]:
+    for name, fn in rows:
         try:
             runs, why = fn(a)
         except (KeyError, TypeError, IndexError, AttributeError) as e:
