@@ -472,20 +472,21 @@ grid() {
 }
 
 # -----------------------------------------------------------------------------
-# Rehearsal (REHEARSE=1, SCALE=paper only): every line of the paper grid on this CPU, in minutes, to
-# find what reading misses (a refused flag, a missing file, an outcome with no runs) before GPU-hours
+# Rehearsal (REHEARSE=1, SCALE=paper only): every line of the paper grid on a CPU, to find what
+# reading misses (a refused flag, a missing file, an outcome with no runs) before GPU-hours
 # are spent. Every line keeps its scripts, flags, run names, steps and passes; one rule, rehearse_lines,
 # shrinks each step, and nothing else differs:
 #   model     --size S keeps S's depth and heads (so layer patterns and GQA groups are the paper's) at
 #             head dim 8: --n_embd 8 x heads; the record keeps S's name, and N grows with S as in the paper
 #   steps     --iters / 1000, --tokens / 100000 (ratios kept: 3x and 9x training, 0.25 x passkey budgets)
 #   lengths   --block_size, --window, --target, --lengths, --longppl_short, --chunk_size / 8
-#             (8: the shortest paper context, 1024, becomes 128, the length a passkey sample needs; 1 for lengen, whose 256-token context and task lengths already fit a CPU); the
+#             (8: the shortest paper context, 1024, becomes 128, the length a passkey sample needs;
+#             1 for lengen, whose 256-token context and task lengths already fit a CPU); the
 #             extension --factor and the windows' counts (--min_windows) are unchanged
 #   batches   --batch_size / 32 (at least 1, a multiple of the step's --grad_accum, which is unchanged)
 #   budgets   train.py's --final_eval_tokens and --eval_tokens 1024 (stated where left at the default);
 #             evaluate.py's --ppl_tokens as lengths (the same number of windows; 32768 / 8 where unstated)
-#   compile   off (COMPILE=0 unless set)
+#   compile   --compile dropped (compiling on a CPU costs more than these runs)
 #   samples   --samples 1, --depths 1, --probe_samples 1 (stated where a step left evaluate.py's default):
 #             one retrieval sample per task and length (the depth 0.5)
 # REHEARSE_SEEDS=K (default: all) keeps the lines of the first K seeds (and longctx's evaluator seed):
