@@ -499,10 +499,25 @@ grid() {
 # The rehearsal's models are barely trained, so its numbers mean nothing and gates (exact match
 # in distribution) fail: a rehearsal tests that every outcome is computed, not what it says.
 
+size_heads() {  # model.py's SIZES as "SIZE:HEADS ..." (the rehearsal's width is 8 x heads)
+    sed -n 's/^ *"\([0-9.]*[KM]\)": ([0-9]*, [0-9]*, \([0-9]*\)).*/\1:\2/p' "$HERE/model.py" | tr '\n' ' '
+}
+
+rehearse_sizes() {  # comma list of sizes -> the names the analysis gives the rehearsal's runs (studyio.size_label:
+    # the size and its overridden width, 15M -> 15M[n_embd=48])
+    local s h out="" sh
+    sh=" $(size_heads)"
+    for s in ${1//,/ }; do
+        h=${sh#* $s:}; h=${h%% *}
+        out+="${out:+,}$s[n_embd=$(( 8 * h ))]"
+    done
+    echo "$out"
+}
+
 rehearse_lines() {  # stdin: paper grid lines (or flags) -> the same, shrunk by the rule above
     local heads ld=8
     [[ $study == lengen ]] && ld=1
-    heads=$(sed -n 's/^ *"\([0-9.]*[KM]\)": ([0-9]*, [0-9]*, \([0-9]*\)).*/\1:\2/p' "$HERE/model.py" | tr '\n' ' ')
+    heads=$(size_heads)
     awk -v heads="$heads" -v ld="$ld" '
     function div(v, d,   r) { r = int(v / d); return r < 1 ? 1 : r }
     function lens(v,   a, n, i, o) { n = split(v, a, ","); o = ""; for (i = 1; i <= n; i++) o = o (i > 1 ? "," : "") div(a[i], ld); return o }
@@ -793,7 +808,9 @@ post() {
         # so qat-probes is analysed together with the grid (as the QAT seed's Phase 2 + Phase 5)
         qat_axes
         [[ $study == qat-probes && -d $OUT/qat ]] && folders=("$OUT/qat" "$OUT/qat-probes")
-        flags+=(--fit_sizes "${QAT_SIZES// /,}" --out "$OUT/$study")
+        local fit=${QAT_SIZES// /,}
+        [[ $REHEARSE == 1 ]] && fit=$(rehearse_sizes "$fit")  # its runs' size names carry the shrunk width
+        flags+=(--fit_sizes "$fit" --out "$OUT/$study")
     fi
     note "analysis: $PY analyze.py ${folders[*]} ${flags[*]}"
     $PY analyze.py "${folders[@]}" "${flags[@]}" || rc=$?

@@ -198,3 +198,17 @@ def test_outcomes_fail_when_empty_or_missing(tmp_path, capsys):
     assert rehearse.list_outcomes("lengen", str(tmp_path)) == 2
     assert "missing from the analysis" in capsys.readouterr().out
     assert rehearse.list_outcomes("qat", str(tmp_path / "nowhere")) == len(rehearse.OUTCOMES["qat"])
+
+
+def test_fit_sizes_are_the_names_the_analysis_gives_rehearsal_runs(tmp_path):
+    """analyze.py labels a run by its size and overridden width (studyio.size_label), so the penalty
+    law's fit sizes that sweep.sh passes in a rehearsal carry the rule's width."""
+    import studyio
+    src = open(SWEEP).read()
+    funcs = "\n".join(re.search(rf"^{f}\(\) \{{.*?^\}}", src, re.M | re.S).group(0) for f in ("size_heads", "rehearse_sizes"))
+    out = subprocess.run(["bash", "-c", f"{funcs}\nHERE={shlex.quote(ROOT)}; rehearse_sizes 15M,100M"],
+                         capture_output=True, text=True, timeout=30).stdout.strip()
+    line = next(l for l in dry(tmp_path, "qat", REHEARSE="1") if "--size 100M" in l)
+    cfg = train.parse_args(shlex.split(line)[2:])
+    label = studyio.size_label({"size": cfg.size, **cfg.model})
+    assert out.split(",") == ["15M[n_embd=48]", label] and label == "100M[n_embd=96]"
