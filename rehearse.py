@@ -24,7 +24,7 @@ import traceback
 import cli
 
 # Words of the analyses' refusals that come from the numbers (untrained models), not from the design
-VALUE_WORDS = ("positive", "learned in distribution", "not learned", "gate", "nan", "singular", "rank")
+VALUE_WORDS = ("positive", "learned in distribution", "not learned", "gate", "nan", "singular", "rank", "key tokens")
 
 
 def run_pack(path):
@@ -105,8 +105,12 @@ def _grid_distance(a):
 def _longctx(key):
     def f(a):
         lc = a["longctx"]
-        o = lc["outcomes"][key]
+        o = lc["outcomes"].get(key) or {"n": 0}
         why = "empty (no value in any run of the main recipe)" if key in lc.get("empty_outcomes", []) else None
+        keys = lc["outcomes"].get("key_frac") or {}
+        if key == "longppl" and why and keys.get("n") and not any(c.get("mean") for c in keys.get("cells", [])):
+            # no key tokens in any run (a key-token share of 0 everywhere): a value of barely trained models
+            return int(keys["n"]), "no key tokens in any run (key-token share 0): LongPPL has no value"
         return int(o["n"] or 0), why if o["n"] else (why or "no runs")
     return f
 

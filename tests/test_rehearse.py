@@ -212,3 +212,20 @@ def test_fit_sizes_are_the_names_the_analysis_gives_rehearsal_runs(tmp_path):
     cfg = train.parse_args(shlex.split(line)[2:])
     label = studyio.size_label({"size": cfg.size, **cfg.model})
     assert out.split(",") == ["15M[n_embd=48]", label] and label == "100M[n_embd=96]"
+
+
+def test_longctx_outcomes_tell_values_from_design(tmp_path, capsys):
+    """An outcome empty because barely trained models have no key tokens is listed as refused on
+    values; one empty for any other reason (here: no retrieval cells at all) fails."""
+    o = {k: {"n": 4, "cells": [{"mean": 0.1}]} for k in ("loss", "gap", "gain_parent", "gain_free")}
+    o["key_frac"] = {"n": 4, "cells": [{"mean": 0.0}, {"mean": 0.0}]}
+    o["longppl"] = {"n": 0}
+    lc = {"outcomes": o, "empty_outcomes": ["longppl"], "gain": [{"gain_parent": {"n": 4}}],
+          "retrieval": {"cells": [{"n": 4}], "usable": False, "verdict": "learned in distribution in 0 of 16 cells"}}
+    (tmp_path / "analysis.json").write_text(json.dumps({"longctx": lc}))
+    assert rehearse.list_outcomes("longctx", str(tmp_path)) == 1  # only the exports (none here) fail
+    out = capsys.readouterr().out
+    assert "refused on values: no key tokens" in out and "FAILS: no main-recipe run" in out
+    o["key_frac"]["cells"][0]["mean"] = 0.2  # key tokens exist, yet no LongPPL: a design fault
+    (tmp_path / "analysis.json").write_text(json.dumps({"longctx": lc}))
+    assert rehearse.list_outcomes("longctx", str(tmp_path)) == 2
