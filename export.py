@@ -40,7 +40,8 @@ import cli
 import data
 import train
 from cli import UserError, atomic_write, flag, parse, write_json, main as cli_main
-from model import POS_KINDS, GPT, GPTConfig, embedding_positions, rope_dims, rope_inv_freq
+from evaluate import load_run
+from model import POS_KINDS, GPT, GPTConfig, embedding_positions, evaluate, rope_dims, rope_inv_freq
 from quant import check_bits, pack_codes, parse_clip, ptq_model, quant_targets, quantize, set_qat, unpack_codes
 
 ARTEFACT_KIND = "gpt-int-artefact"
@@ -134,7 +135,7 @@ def export_int(model, cfg, xc, run_result):
     packed = lzma.compress(raw)
     sizes.update(xz=len(packed), file=len(packed if xc.xz else raw))
     atomic_write(out, packed if xc.xz else raw, "wb")
-    ev = train.evaluate(load_artefact(out).to(device), corpus.val, corpus.token_bytes, model.config.block_size,
+    ev = evaluate(load_artefact(out).to(device), corpus.val, corpus.token_bytes, model.config.block_size,
                         max_tokens=cfg.final_eval_tokens, device=device)  # the tokens of the recorded loss
     print(f"{out}: INT{bits} ({clip}) artefact {sizes['file']:,} bytes (torch.save {sizes['raw']:,}, "
           f"xz {sizes['xz']:,}; packed codes {sizes['codes']:,}) vs fp32 {sizes['fp32']:,} / "
@@ -451,7 +452,7 @@ def check_tokenizer(hf_tok, enc, texts):
 
 
 class HFAsGPT(torch.nn.Module):
-    """A transformers causal LM behind GPT's forward signature, so train.evaluate scores it."""
+    """A transformers causal LM behind GPT's forward signature, so model.evaluate scores it."""
 
     def __init__(self, hf):
         super().__init__()
@@ -570,7 +571,7 @@ def export_hf(model, cfg, xc, run_result):
         if not diff <= LOGIT_TOL:
             raise UserError(f"--format hf: transformers' {arch} disagrees with this model (max |logit diff| "
                             f"{diff:.2e} > {LOGIT_TOL:g}); nothing written")
-        ev = train.evaluate(HFAsGPT(hf), corpus.val, corpus.token_bytes, model.config.block_size,
+        ev = evaluate(HFAsGPT(hf), corpus.val, corpus.token_bytes, model.config.block_size,
                             max_tokens=cfg.final_eval_tokens, device=device)
         replace_dir(tmp, out)
     finally:
@@ -598,7 +599,7 @@ def logit_diff(model, hf, tokens, block, device):
 
 
 def export(xc):
-    model, cfg, _ = train.load_run(xc.run)  # a finished run: its result.json exists
+    model, cfg, _ = load_run(xc.run)  # a finished run: its result.json exists
     result = train.read_result(xc.run)
     if xc.format not in ("int", "hf"):
         raise UserError(f"unknown --format {xc.format!r}: int | hf")

@@ -32,6 +32,7 @@ import evaluate
 import export
 import extend
 import train
+from model import load_checkpoint
 
 SWEEP = os.path.join(ROOT, "sweep.sh")
 
@@ -180,7 +181,7 @@ def signal_after(p, run, sig, n_rows=3, timeout=120):
 def test_signal_stops_at_a_step_then_resume_equals_uninterrupted(env, uninterrupted, sig, tmp_path, capsys):
     run = str(tmp_path / "run")
     code, err = signal_after(spawn("train.py", env.flags(run, *LONG)), run, getattr(signal, sig))
-    step = train.load_checkpoint(os.path.join(run, "ckpt.pt"))["step"]
+    step = load_checkpoint(os.path.join(run, "ckpt.pt"))["step"]
     assert code == cli.STOPPED == 75 and 3 <= step < 40, (code, err)
     assert err.strip().splitlines()[-1] == f"stopped by {sig} at step {step}; ckpt.pt written; rerun with --resume"
     assert len(rows(run)) == step and not os.path.exists(os.path.join(run, "result.json"))
@@ -232,7 +233,7 @@ def test_ddp_ranks_stop_at_one_step_then_resume_equals_uninterrupted(env, tmp_pa
         time.sleep(0.02)
     os.kill(rank1, signal.SIGUSR1)
     _, err = p.communicate(timeout=300)
-    step = train.load_checkpoint(os.path.join(run, "ckpt.pt"))["step"]
+    step = load_checkpoint(os.path.join(run, "ckpt.pt"))["step"]
     assert 3 <= step < 40 and len(rows(run)) == step
     assert err.count("stopped by SIGUSR1 at step") == 1 and f"at step {step}; ckpt.pt written" in err  # rank 0's line
     # the first rank to exit reports the stopped status; torchrun then sends SIGTERM to the others, which
@@ -371,7 +372,7 @@ def test_train_write_fails_then_resume(env, case, name, nth, free, step, err, tm
         code, out = call(train.main, flags, capsys)
     full_error(out, os.path.join(run, name), errno.errorcode[err])
     assert code == 1 and not [n for n in os.listdir(run) if ".tmp" in n]
-    assert train.load_checkpoint(os.path.join(run, "ckpt.pt"))["step"] == step
+    assert load_checkpoint(os.path.join(run, "ckpt.pt"))["step"] == step
     now = tree(run)
     for k in at["before"]:  # every file there before the failed write is as it was (the log is appended)
         assert k == "log.jsonl" or now[k] == at["before"][k], k

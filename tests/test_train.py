@@ -15,6 +15,8 @@ import cli
 import data
 import quant
 import train
+from model import evaluate, load_checkpoint
+from evaluate import load_run
 from conftest import ROOT, tiny_config
 
 
@@ -262,9 +264,9 @@ def test_task_mix_rows_and_answer_only_loss(tmp_path):
 def test_validation_is_deterministic_and_covers_the_split(tiny_run):
     cfg, result = tiny_run
     corpus = train.corpus_of(cfg)
-    model, _, _ = train.load_run(cfg.out_dir)
-    a = train.evaluate(model, corpus.val, corpus.token_bytes, 32)
-    b = train.evaluate(model, corpus.val, corpus.token_bytes, 32, batch_tokens=3 * 32)  # 3 rows a batch
+    model, _, _ = load_run(cfg.out_dir)
+    a = evaluate(model, corpus.val, corpus.token_bytes, 32)
+    b = evaluate(model, corpus.val, corpus.token_bytes, 32, batch_tokens=3 * 32)  # 3 rows a batch
     assert a["loss"] == pytest.approx(b["loss"], abs=1e-12)  # only the float64 sums' grouping differs
     assert a["loss"] == pytest.approx(result["metrics"]["val_loss"], abs=1e-9)
     assert a["tokens"] == (len(corpus.val) - 1) // 32 * 32
@@ -275,10 +277,10 @@ def test_validation_is_deterministic_and_covers_the_split(tiny_run):
 def test_evaluate_prefix_is_the_shorter_evaluation(tiny_run):
     cfg, _ = tiny_run
     corpus = train.corpus_of(cfg)
-    model, _, _ = train.load_run(cfg.out_dir)
-    short = train.evaluate(model, corpus.val, corpus.token_bytes, 32, max_tokens=1000)
+    model, _, _ = load_run(cfg.out_dir)
+    short = evaluate(model, corpus.val, corpus.token_bytes, 32, max_tokens=1000)
     for batch in (3 * 32, 0):  # a batch of 3 rows straddles the prefix's end (31 windows)
-        full = train.evaluate(model, corpus.val, corpus.token_bytes, 32, batch, max_tokens=4096, prefix_tokens=1000)
+        full = evaluate(model, corpus.val, corpus.token_bytes, 32, batch, max_tokens=4096, prefix_tokens=1000)
         assert full["tokens"] == 4096 and full["prefix"]["tokens"] == short["tokens"] == 1000 // 32 * 32
         assert full["prefix"]["loss"] == pytest.approx(short["loss"], abs=1e-12)
 
@@ -289,8 +291,8 @@ def test_final_eval_budget_is_honoured(tmp_path):
     cfg = tiny_config(tmp_path, final_eval_tokens=200, ptq_bits="4")
     rec = train.train(cfg)
     corpus = train.corpus_of(cfg)
-    model, _, _ = train.load_run(cfg.out_dir)
-    ev = lambda m, n: train.evaluate(m, corpus.val, corpus.token_bytes, 32, max_tokens=n)["loss"]
+    model, _, _ = load_run(cfg.out_dir)
+    ev = lambda m, n: evaluate(m, corpus.val, corpus.token_bytes, 32, max_tokens=n)["loss"]
     m = rec["metrics"]
     assert m["val_tokens"] == 200 // 32 * 32 and rec["config"]["final_eval_tokens"] == 200
     assert m["val_loss"] == pytest.approx(ev(model, 200), abs=1e-12)
@@ -303,13 +305,13 @@ def test_final_eval_budget_is_honoured(tmp_path):
 def test_last_eval_is_the_deployed_final_pass(tmp_path, monkeypatch):
     """A QAT run's eval after its last step is its deployed final pass, whose first --eval_tokens
     are the logged quick eval: no token is scored twice; each pass on --final_eval_tokens."""
-    calls, orig = [], train.evaluate
+    calls, orig = [], evaluate
     monkeypatch.setattr(train, "evaluate", lambda *a, **k: (calls.append(k.get("max_tokens")), orig(*a, **k))[1])
     cfg = tiny_config(tmp_path, bits=4, final_eval_tokens=1024, eval_tokens=512)  # 20 steps, an eval every 10
     m = train.train(cfg)["metrics"]
     assert calls == [512, 1024, 1024]  # step 10; step 20 = the deployed pass; the full-precision pass
     corpus = train.corpus_of(cfg)
-    model, _, _ = train.load_run(cfg.out_dir)  # QAT on, as deployed
+    model, _, _ = load_run(cfg.out_dir)  # QAT on, as deployed
     ev = lambda n: orig(model, corpus.val, corpus.token_bytes, 32, max_tokens=n)["loss"]
     assert m["val_tokens"] == 1024 and m["val_loss"] == pytest.approx(ev(1024), abs=1e-12)
     last = [json.loads(line) for line in open(os.path.join(cfg.out_dir, "log.jsonl"))][-1]
@@ -376,7 +378,7 @@ def test_record_schema(tiny_run):
     assert [r["step"] for r in log] == list(range(1, cfg.iters + 1))
     assert "val_loss" in log[cfg.eval_interval - 1]
     assert os.path.exists(os.path.join(cfg.out_dir, "ckpt_warmdown.pt"))
-    ck = train.load_checkpoint(os.path.join(cfg.out_dir, "ckpt_warmdown.pt"))
+    ck = load_checkpoint(os.path.join(cfg.out_dir, "ckpt_warmdown.pt"))
     assert ck["step"] == int(cfg.iters * (1 - cfg.warmdown))
 
 
@@ -444,7 +446,7 @@ def test_nan_loss_stops_and_keeps_last_checkpoint(tmp_path, monkeypatch):
     monkeypatch.setattr(train.GPT, "forward", nan_after_12)
     with pytest.raises(train.UserError, match="loss is nan"):
         train.train(cfg)
-    ck = train.load_checkpoint(os.path.join(cfg.out_dir, "ckpt.pt"))
+    ck = load_checkpoint(os.path.join(cfg.out_dir, "ckpt.pt"))
     assert ck["step"] == 10 and all(torch.isfinite(v).all() for v in ck["model"].values())
     assert not os.path.exists(os.path.join(cfg.out_dir, "result.json"))
 
