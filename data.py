@@ -139,9 +139,10 @@ def train_batch(cfg, block, corpus, step):
     rows = cfg.batch_size
     if cfg.short_frac > 0 and rng.random() < cfg.short_frac:
         block, rows = cfg.short_block, rows * (block // cfg.short_block)
-    if cfg.algo:
-        return tasks.algo_targets(cfg.algo, tasks.algo_lengths(cfg.algo_len), rows, block, (cfg.seed, step),
-                                  cfg.algo_offset)
+    if cfg.algo:  # --compile: one width for every step, so the compiled blocks see one shape (algo_targets)
+        lengths = tasks.algo_lengths(cfg.algo_len)
+        width = tasks.algo_width(cfg.algo, lengths, cfg.algo_offset) if cfg.compile else 0
+        return tasks.algo_targets(cfg.algo, lengths, rows, block, (cfg.seed, step), cfg.algo_offset, width=width)
     x, y = get_batch(corpus.train, rows, block, cfg.seed, step)
     if cfg.task_mix > 0:
         y = y.clone()  # x and y are views of one buffer; y gets masked below

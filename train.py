@@ -515,7 +515,9 @@ def compile_blocks(model):
     one by one (blocks of one kind share a compiled graph: compile time does not grow with depth;
     the position tables, embedding and loss stay eager, which keeps dynamic_ntk, learned positions
     and the other model-level Python out of the graph). A shallow copy of model with the same
-    parameters and buffers: model itself stays eager for evaluation, probes and checkpoints."""
+    parameters and buffers: model itself stays eager for evaluation, probes and checkpoints. Dynamo
+    starts empty: runs chained in one process (cli.chain, extend.py's stages) hit its recompile limit."""
+    torch._dynamo.reset()
     view = copy.copy(model)
     view._modules = dict(model._modules)
     view.blocks = torch.nn.ModuleList(torch.compile(b) for b in model.blocks)

@@ -1,8 +1,10 @@
 """train.py: schedules, Muon, resume, DDP, the run record, bad input."""
 import copy
+import dataclasses
 import json
 import math
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -14,6 +16,7 @@ import torch
 import cli
 import data
 import quant
+import tasks
 import train
 from model import evaluate, load_checkpoint
 from evaluate import load_run
@@ -149,6 +152,59 @@ def test_compile_blocks_shares_the_model_and_keeps_it_eager(tmp_path, monkeypatc
     assert torch.allclose(loss, eager, atol=1e-6)
     assert all(torch.allclose(g, p.grad, atol=1e-6) for g, p in zip(grads, model.parameters()))
 
+
+@pytest.fixture
+def counted_compile(monkeypatch):
+    """torch.compile with a backend that counts the graphs dynamo hands it (a first compile or a
+    recompile) and the calls of the compiled code: a frame past dynamo's recompile limit runs eager,
+    so its calls are missing from "runs". No code generation: seconds on CPU."""
+    seen = dict(graphs=0, runs=0)
+
+    def backend(gm, example_inputs):
+        seen["graphs"] += 1
+
+        def run(*args):
+            seen["runs"] += 1
+            return gm.forward(*args)
+        return run
+    compile_ = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda m, **kw: compile_(m, backend=backend, **kw))
+    return seen
+
+
+def test_compiled_algo_run_compiles_once(tmp_path, counted_compile):
+    """--compile on an algorithmic task (lengen): the batch's width was the longest example of each
+    step, a new shape nearly every step, and ALiBi's kernel specialises on it, so dynamo recompiled
+    each step until its limit (8) and then ran the blocks eager. Every batch now has the run's one
+    width (tasks.algo_width): one graph, run by every forward of the 30 steps."""
+    cfg = tiny_config(tmp_path, algo="copy", algo_len="1,16", batch_size=4, iters=30, eval_interval=1000,
+                      ckpt_every=1000, compile=True, block_size=40, n_layer=1, pos="alibi")
+    train.train(cfg)
+    assert counted_compile == dict(graphs=1, runs=30)
+    x, y = data.train_batch(cfg, 40, None, 3)
+    assert x.shape[1] == tasks.algo_width("copy", (1, 16)) == 34 and (y[:, -1] == -1).any()
+    eager = data.train_batch(dataclasses.replace(cfg, compile=False), 40, None, 3)  # the same batch, trimmed
+    assert torch.equal(eager[0], x[:, :eager[0].shape[1]]) and (y[:, eager[0].shape[1]:] == -1).all()
+
+
+def test_chained_compiled_runs_stay_under_the_recompile_limit(tmp_path, counted_compile):
+    """Ten sliding-window runs of 3 steps at ten context lengths in one process (cli.py chain, as a
+    sweep job runs its steps): each run compiles its blocks afresh (compile_blocks resets dynamo).
+    With one cache shared by the runs, only the first run's 3 steps ran compiled code (measured
+    without the reset); now every forward of the 30 steps does."""
+    cfg = tiny_config(tmp_path)
+    train.corpus_of(cfg)  # the corpus prepared once into the cache, which the chained runs read
+    steps = [f"{sys.executable} {os.path.join(ROOT, 'train.py')} --size 0.1M --n_layer 1 --window 8 --data {cfg.data} "
+             f"--cache_dir {cfg.cache_dir} --vocab_size 512 --val_frac 0.34 --batch_size 2 --iters 3 --eval_interval 1000 "
+             f"--eval_tokens 64 --final_eval_tokens 64 --ptq_bits '' --compile --quiet --block_size {16 + 4 * i} "
+             f"--out_dir {tmp_path / f'r{i}'}" for i in range(10)]
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGUSR1, signal.SIGHUP)}
+    try:
+        assert cli.chain(" && ".join(steps)) == 0
+    finally:
+        for s, h in handlers.items():
+            signal.signal(s, h)
+    assert counted_compile["runs"] == 30 and counted_compile["graphs"] <= 2 * 10
 
 def test_process_group_timeout_flag(monkeypatch):
     import datetime
