@@ -706,7 +706,7 @@ def evaluate_run(ec):
                    sink_rate=None, ppl=None, short=short_algo(model, tc, train_len, ec, device))
         return dict(res, wall_s=time.time() - t0)
 
-    corpus = train.corpus_of(tc)
+    corpus = data.corpus_of(tc)
     docs = corpus.val_docs()  # without their trailing end-of-text separator
     if ec.eval_data:  # a long-document set apart from the training corpus, tokenized as the run was
         docs = data.load_corpus(ec.eval_data, tc.tokenizer, tc.vocab_size, tc.cache_dir, tc.val_frac).val_docs()

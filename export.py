@@ -130,7 +130,7 @@ def export_int(model, cfg, xc, run_result):
         raise UserError(f"--keep {xc.keep!r}: fp32 | fp16")
     out = xc.out or os.path.join(xc.run, f"model_int{bits}.pt" + (".xz" if xc.xz else ""))
     device = cli.resolve_device(xc.device)
-    corpus = train.corpus_of(cfg)
+    corpus = data.corpus_of(cfg)
     raw, sizes = artefact_bytes(model, bits, clip, xc.keep)
     packed = lzma.compress(raw)
     sizes.update(xz=len(packed), file=len(packed if xc.xz else raw))
@@ -551,7 +551,7 @@ def export_hf(model, cfg, xc, run_result):
     model_type, _ = hf_config(deployed, enc.eot_token)  # refuses before anything heavy happens
     out = hf_out_dir(xc)
     device = cli.resolve_device(xc.device)
-    corpus = train.corpus_of(cfg)
+    corpus = data.corpus_of(cfg)
     transformers = import_transformers()
     tmp = f"{out}.tmp{os.getpid()}"
     try:

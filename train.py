@@ -248,7 +248,7 @@ def train_step(run, mult):
     for o in run.opts:
         for g in o.param_groups:
             g["lr"] = g["base_lr"] * mult
-    x, y = data.train_batch(cfg, run.mcfg.block_size, run.corpus, run.step)
+    x, y = run.batches(run.step)  # built while the last step ran (data.Prefetch)
     micro = len(x) // cfg.grad_accum
     per_rank = micro // dist.world
     loss_sum = torch.zeros((), device=dist.device)
@@ -448,6 +448,7 @@ class Run:
     extra_steps: dict = field(default_factory=dict)
     final: tuple = None           # (QAT on, result): a final pass the loop's last eval already ran
     stop: str = ""                # DDP: the stop signal any rank had by the last step's all-reduce
+    batches: object = None        # step -> its global batch (data.train_batches)
 
     def path(self, name):
         return os.path.join(self.out_dir, name)
@@ -460,7 +461,7 @@ def setup(cfg):
         raise UserError(f"--batch_size {cfg.batch_size} must divide by grad_accum x processes "
                         f"= {cfg.grad_accum * dist.world}")
     init = load_checkpoint(cfg.init_from) if cfg.init_from else None
-    corpus = None if cfg.algo else corpus_of(cfg)
+    corpus = None if cfg.algo else data.corpus_of(cfg)
     vocab = len(tasks.ALGO_VOCAB) if cfg.algo else corpus.vocab_size
     torch.manual_seed(cfg.seed)
     if init:  # another run's weights and architecture, with the model flags given here on top
@@ -480,7 +481,7 @@ def setup(cfg):
     if not cfg.compile:
         eager_optimizers()
     run = Run(cfg, mcfg, model.to(dist.device), model, build_optimizers(model, cfg), dist, corpus, out_dir,
-              iters, extra=extra)
+              iters, extra=extra, batches=data.train_batches(cfg, block, corpus, iters, "cuda" in dist.device))
     if dist.master:
         os.makedirs(out_dir, exist_ok=True)
         run.lock = cli.lock_folder(out_dir)  # before the first write; released by train() (or below)
@@ -504,10 +505,6 @@ def model_config(cfg, vocab_size):
 def run_name(cfg, mcfg):
     return (f"{cfg.size}_b{mcfg.bits}_wd{cfg.warmdown:g}_lr{cfg.lr:g}_{cfg.schedule}"
             f"_{cfg.optimizer}_s{cfg.seed}")
-
-
-def corpus_of(cfg):
-    return data.load_corpus(cfg.data, cfg.tokenizer, cfg.vocab_size, cfg.cache_dir, cfg.val_frac)
 
 
 def compile_blocks(model):

@@ -10,6 +10,7 @@ import torch
 from conftest import ROOT, tiny_config
 import export
 import quant
+import data
 import train
 from evaluate import load_run
 from model import GPT, evaluate
@@ -29,7 +30,7 @@ def write(model, path, bits=None, clip=None, keep="fp32", xz=False):
 def int4_run(tmp_path_factory):
     cfg = tiny_config(tmp_path_factory.mktemp("int4"), bits=4, save_at="0.5")
     result = train.train(cfg)
-    corpus = train.corpus_of(cfg)
+    corpus = data.corpus_of(cfg)
     ev = lambda m: evaluate(m, corpus.val, corpus.token_bytes, 32)
     return cfg, result, ev
 

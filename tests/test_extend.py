@@ -12,6 +12,7 @@ import torch
 
 from conftest import ROOT, tiny_config
 import extend
+import data
 import train
 from evaluate import load_run
 from model import GPT, evaluate, load_checkpoint, model_from_checkpoint, rope_inv_freq
@@ -134,7 +135,7 @@ def test_training_free_run_record_and_lineage(parent, tmp_path):
     assert all(torch.equal(v, pk["model"][k]) for k, v in ck["model"].items())
     init = load_checkpoint(os.path.join(out, "init.pt"))  # the starting point train.py loaded
     assert init["model_config"] == ck["model_config"] and init["extra"]["lineage"]["method"] == "yarn"
-    corpus = train.corpus_of(cfg)
+    corpus = data.corpus_of(cfg)
     ev = evaluate(model, corpus.val, corpus.token_bytes, 128)
     assert ev["loss"] == pytest.approx(r["metrics"]["val_loss"], abs=1e-9)
 
@@ -144,7 +145,7 @@ def test_method_none_is_the_parent_at_its_own_length(parent, tmp_path):
     run_extend([p, "--method", "none", "--factor", "2", "--out_dir", str(tmp_path / "n")])
     parent_rec = json.load(open(os.path.join(p, "result.json")))
     model, cfg, _ = load_run(str(tmp_path / "n"))
-    corpus = train.corpus_of(cfg)
+    corpus = data.corpus_of(cfg)
     at_32 = evaluate(model, corpus.val, corpus.token_bytes, 32)["loss"]
     assert at_32 == pytest.approx(parent_rec["metrics"]["val_loss"], abs=1e-9)
 

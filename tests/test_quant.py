@@ -9,6 +9,7 @@ import torch
 
 from conftest import ROOT, tiny_config
 import quant  # noqa: E402
+import data  # noqa: E402
 import train  # noqa: E402
 from model import GPT, GPTConfig, evaluate, load_checkpoint, model_from_checkpoint  # noqa: E402
 
@@ -232,7 +233,7 @@ def test_late_qat_switches_on_in_training(tmp_path):
 def int4_run(tmp_path_factory):
     cfg = tiny_config(tmp_path_factory.mktemp("int4"), bits=4)
     result = train.train(cfg)
-    corpus = train.corpus_of(cfg)
+    corpus = data.corpus_of(cfg)
     ev = lambda m: evaluate(m, corpus.val, corpus.token_bytes, 32)
     return cfg, result, ev
 

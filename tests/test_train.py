@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -193,7 +194,7 @@ def test_chained_compiled_runs_stay_under_the_recompile_limit(tmp_path, counted_
     With one cache shared by the runs, only the first run's 3 steps ran compiled code (measured
     without the reset); now every forward of the 30 steps does."""
     cfg = tiny_config(tmp_path)
-    train.corpus_of(cfg)  # the corpus prepared once into the cache, which the chained runs read
+    data.corpus_of(cfg)  # the corpus prepared once into the cache, which the chained runs read
     steps = [f"{sys.executable} {os.path.join(ROOT, 'train.py')} --size 0.1M --n_layer 1 --window 8 --data {cfg.data} "
              f"--cache_dir {cfg.cache_dir} --vocab_size 512 --val_frac 0.34 --batch_size 2 --iters 3 --eval_interval 1000 "
              f"--eval_tokens 64 --final_eval_tokens 64 --ptq_bits '' --compile --quiet --block_size {16 + 4 * i} "
@@ -280,12 +281,58 @@ def test_batches_are_a_function_of_seed_and_step():
     assert torch.equal(x1[:, 1:], y1[:, :-1])
 
 
+@pytest.mark.parametrize("flags", [dict(), dict(task_mix=0.5, short_frac=0.5, short_block=16, block_size=64),
+                                   dict(algo="copy", algo_len="1,8", block_size=40)])
+def test_prefetched_batches_are_the_batches_built_in_line(tmp_path, flags):
+    """data.Prefetch builds each next batch on a background thread; the batches are those built in
+    line, bit for bit (text, a passkey mix with short steps, an algorithmic task), also when a step
+    is asked out of order (a resume), and an error in the thread is raised at the step that needs it."""
+    cfg = tiny_config(tmp_path, **flags)
+    corpus = None if cfg.algo else data.corpus_of(cfg)
+    block = cfg.model["block_size"]
+    where = {}
+
+    def build(step):
+        where[step] = threading.current_thread() is threading.main_thread()
+        return data.train_batch(cfg, block, corpus, step)
+    batches = data.Prefetch(build, stop=12)
+    for steps in ([0, 1, 2, 3, 7, 8, 9, 10, 11], [5, 6]):  # a resume at 7; after the last step, a new start at 5
+        where.clear()
+        for step in steps:
+            got, want = batches(step), data.train_batch(cfg, block, corpus, step)
+            assert all(torch.equal(a, b) for a, b in zip(got, want)), step
+        assert [s for s in steps if where[s]] == [steps[0]] + [7] * (7 in steps)  # the rest came from the worker
+    assert 12 not in where and batches.worker is not None  # the last step's ended; the new start's runs
+
+    def broken(step):
+        if step == 2:
+            raise cli.UserError("no batch 2")
+        return step
+    batches = data.Prefetch(broken, stop=5)
+    assert batches(0) == 0 and batches(1) == 1
+    with pytest.raises(cli.UserError, match="no batch 2"):
+        batches(2)
+
+
+def test_training_with_prefetch_logs_what_it_logged_without(tmp_path, monkeypatch):
+    """A short run with a passkey mix logs the same losses, step for step, and records the same
+    final metrics whether each batch is built ahead (data.PREFETCH) or in line."""
+    runs = []
+    for prefetch in (True, False):
+        monkeypatch.setattr(data, "PREFETCH", prefetch)
+        cfg = tiny_config(tmp_path, task_mix=0.5, block_size=64, iters=12, eval_interval=4,
+                          out_dir=str(tmp_path / f"run{prefetch}"))
+        result = train.train(cfg)
+        with open(os.path.join(cfg.out_dir, "log.jsonl")) as f:
+            runs.append((f.read(), result["metrics"]))
+    assert runs[0] == runs[1] and runs[0][0].count("\n") == 12
+
 def test_task_mix_fits_a_64_token_context(tmp_path):
     """passkey_short fits a 64-token row at vocabulary 1024 (passkey needs ~120 tokens): every task row
     of a 64-token block holds one sample, its answer the only scored tokens (the tiny longctx mix)."""
     cfg = tiny_config(tmp_path, vocab_size=1024, block_size=64, batch_size=8, task_mix=1.0,
                       task_list="passkey_short", task_loss="answer")
-    corpus = train.corpus_of(cfg)
+    corpus = data.corpus_of(cfg)
     x, y = data.train_batch(cfg, 64, corpus, step=0)
     for r in range(8):
         kept = y[r][y[r] >= 0].tolist()
@@ -301,7 +348,7 @@ def test_task_mix_rows_and_answer_only_loss(tmp_path):
     loss only on their answer tokens (text rows keep every token)."""
     cfg = tiny_config(tmp_path, vocab_size=4096, block_size=160, batch_size=16, task_mix=0.5,
                       task_list="passkey")
-    corpus = train.corpus_of(cfg)
+    corpus = data.corpus_of(cfg)
     x, y = data.train_batch(cfg, 160, corpus, step=3)
     key = corpus.enc.encode_ordinary(" The pass key is")
     is_task = [any(x[r, i:i + len(key)].tolist() == key for i in range(160)) for r in range(16)]
@@ -319,7 +366,7 @@ def test_task_mix_rows_and_answer_only_loss(tmp_path):
 
 def test_validation_is_deterministic_and_covers_the_split(tiny_run):
     cfg, result = tiny_run
-    corpus = train.corpus_of(cfg)
+    corpus = data.corpus_of(cfg)
     model, _, _ = load_run(cfg.out_dir)
     a = evaluate(model, corpus.val, corpus.token_bytes, 32)
     b = evaluate(model, corpus.val, corpus.token_bytes, 32, batch_tokens=3 * 32)  # 3 rows a batch
@@ -332,7 +379,7 @@ def test_validation_is_deterministic_and_covers_the_split(tiny_run):
 
 def test_evaluate_prefix_is_the_shorter_evaluation(tiny_run):
     cfg, _ = tiny_run
-    corpus = train.corpus_of(cfg)
+    corpus = data.corpus_of(cfg)
     model, _, _ = load_run(cfg.out_dir)
     short = evaluate(model, corpus.val, corpus.token_bytes, 32, max_tokens=1000)
     for batch in (3 * 32, 0):  # a batch of 3 rows straddles the prefix's end (31 windows)
@@ -346,7 +393,7 @@ def test_final_eval_budget_is_honoured(tmp_path):
     --final_eval_tokens of val; the logged quick evals keep their own --eval_tokens."""
     cfg = tiny_config(tmp_path, final_eval_tokens=200, ptq_bits="4")
     rec = train.train(cfg)
-    corpus = train.corpus_of(cfg)
+    corpus = data.corpus_of(cfg)
     model, _, _ = load_run(cfg.out_dir)
     ev = lambda m, n: evaluate(m, corpus.val, corpus.token_bytes, 32, max_tokens=n)["loss"]
     m = rec["metrics"]
@@ -366,7 +413,7 @@ def test_last_eval_is_the_deployed_final_pass(tmp_path, monkeypatch):
     cfg = tiny_config(tmp_path, bits=4, final_eval_tokens=1024, eval_tokens=512)  # 20 steps, an eval every 10
     m = train.train(cfg)["metrics"]
     assert calls == [512, 1024, 1024]  # step 10; step 20 = the deployed pass; the full-precision pass
-    corpus = train.corpus_of(cfg)
+    corpus = data.corpus_of(cfg)
     model, _, _ = load_run(cfg.out_dir)  # QAT on, as deployed
     ev = lambda n: orig(model, corpus.val, corpus.token_bytes, 32, max_tokens=n)["loss"]
     assert m["val_tokens"] == 1024 and m["val_loss"] == pytest.approx(ev(1024), abs=1e-12)
