@@ -40,7 +40,8 @@ import cli
 import data
 import train
 from cli import UserError, atomic_write, flag, parse, write_json, main as cli_main
-from model import POS_KINDS, GPT, GPTConfig, embedding_positions, rope_dims, rope_inv_freq
+from evaluate import load_run
+from model import POS_KINDS, GPT, GPTConfig, embedding_positions, evaluate, rope_dims, rope_inv_freq
 from quant import check_bits, pack_codes, parse_clip, ptq_model, quant_targets, quantize, set_qat, unpack_codes
 
 ARTEFACT_KIND = "gpt-int-artefact"
@@ -129,12 +130,12 @@ def export_int(model, cfg, xc, run_result):
         raise UserError(f"--keep {xc.keep!r}: fp32 | fp16")
     out = xc.out or os.path.join(xc.run, f"model_int{bits}.pt" + (".xz" if xc.xz else ""))
     device = cli.resolve_device(xc.device)
-    corpus = train.corpus_of(cfg)
+    corpus = data.corpus_of(cfg)
     raw, sizes = artefact_bytes(model, bits, clip, xc.keep)
     packed = lzma.compress(raw)
     sizes.update(xz=len(packed), file=len(packed if xc.xz else raw))
     atomic_write(out, packed if xc.xz else raw, "wb")
-    ev = train.evaluate(load_artefact(out).to(device), corpus.val, corpus.token_bytes, model.config.block_size,
+    ev = evaluate(load_artefact(out).to(device), corpus.val, corpus.token_bytes, model.config.block_size,
                         max_tokens=cfg.final_eval_tokens, device=device)  # the tokens of the recorded loss
     print(f"{out}: INT{bits} ({clip}) artefact {sizes['file']:,} bytes (torch.save {sizes['raw']:,}, "
           f"xz {sizes['xz']:,}; packed codes {sizes['codes']:,}) vs fp32 {sizes['fp32']:,} / "
@@ -495,7 +496,7 @@ def check_tokenizer(hf_tok, enc, texts):
 
 
 class HFAsGPT(torch.nn.Module):
-    """A transformers causal LM behind GPT's forward signature, so train.evaluate scores it."""
+    """A transformers causal LM behind GPT's forward signature, so model.evaluate scores it."""
 
     def __init__(self, hf):
         super().__init__()
@@ -594,7 +595,7 @@ def export_hf(model, cfg, xc, run_result):
     model_type, _ = hf_config(deployed, enc.eot_token)  # refuses before anything heavy happens
     out = hf_out_dir(xc)
     device = cli.resolve_device(xc.device)
-    corpus = train.corpus_of(cfg)
+    corpus = data.corpus_of(cfg)
     transformers = import_transformers()
     tmp = f"{out}.tmp{os.getpid()}"
     try:
@@ -614,7 +615,7 @@ def export_hf(model, cfg, xc, run_result):
         if not diff <= LOGIT_TOL:
             raise UserError(f"--format hf: transformers' {arch} disagrees with this model (max |logit diff| "
                             f"{diff:.2e} > {LOGIT_TOL:g}); nothing written")
-        ev = train.evaluate(HFAsGPT(hf), corpus.val, corpus.token_bytes, model.config.block_size,
+        ev = evaluate(HFAsGPT(hf), corpus.val, corpus.token_bytes, model.config.block_size,
                             max_tokens=cfg.final_eval_tokens, device=device)
         replace_dir(tmp, out)
     finally:
@@ -642,7 +643,7 @@ def logit_diff(model, hf, tokens, block, device):
 
 
 def export(xc):
-    model, cfg, _ = train.load_run(xc.run)  # a finished run: its result.json exists
+    model, cfg, _ = load_run(xc.run)  # a finished run: its result.json exists
     result = train.read_result(xc.run)
     if xc.format not in ("int", "hf"):
         raise UserError(f"unknown --format {xc.format!r}: int | hf")

@@ -13,8 +13,11 @@
 #   SCALE=tiny|paper  tiny (default) fits a 2-core CPU (qat: 99 runs, 17.5 min on 2 idle cores); paper = the seeds' grids
 #   OUT=out/sweeps    output root; run folders are OUT/STUDY/RUN_NAME, logs OUT/STUDY/logs/ (relative
 #                     paths are relative to this folder: commands run from the repository root)
-#   JOBS=N            parallel jobs (default: number of GPUs in GPUS, else CPU cores for tiny, else 1)
+#   JOBS=N            parallel jobs (default: GPUs in GPUS x JOBS_PER_GPU, else CPU cores for tiny, else 1)
 #   GPUS=0,1,2,3      one GPU per job slot: slot k runs with CUDA_VISIBLE_DEVICES=GPUS[k mod len(GPUS)]
+#   JOBS_PER_GPU=1    with GPUS and no JOBS: this many slots per GPU (slot k on GPUS[k mod len]), for small
+#                     launch-bound jobs (lengen, the 3M-8M qat runs) that leave a GPU idle while the host launches;
+#                     --cost shares its host floor (STEP_FLOOR s a step, cost.py) between them (docs/cluster.md)
 #   PYTHON=python     interpreter (tests point it at a stub); DATA=path adds --data to every training run
 #                     (SCALE=paper: a prepared folder, `python data.py prepare SRC OUT --procs N` once;
 #                     a raw corpus is refused: its first job would tokenise it while every other GPU waits)
@@ -851,7 +854,7 @@ estimate() {  # rough wall time of tiny text-training lines, from timings on the
 
 usage() {
     echo "usage: bash sweep.sh [--dry-run | --count | --cost | --task I | --post] STUDY   (studies: $STUDIES;" \
-         "env SCALE=tiny|paper OUT JOBS GPUS PYTHON DATA EVAL_DATA EXTRA; --cost: MFU GPU PEAK VAL_TOKENS STARTUP)"
+         "env SCALE=tiny|paper OUT JOBS GPUS JOBS_PER_GPU PYTHON DATA EVAL_DATA EXTRA; --cost: MFU GPU PEAK VAL_TOKENS STARTUP STEP_FLOOR)"
 }
 
 # -----------------------------------------------------------------------------
@@ -875,8 +878,9 @@ done
 [[ " $STUDIES " == *" $study "* ]] || die "unknown study '$study' (choose from: $STUDIES)"
 
 NCPU=$(nproc 2>/dev/null || echo 1)
+[[ ${JOBS_PER_GPU:-1} =~ ^[1-9][0-9]*$ ]] || die "JOBS_PER_GPU must be a positive integer, got '$JOBS_PER_GPU'"
 if [[ -z ${JOBS:-} ]]; then
-    if [[ -n ${GPUS:-} ]]; then JOBS=$(awk -F, '{print NF}' <<< "$GPUS")
+    if [[ -n ${GPUS:-} ]]; then JOBS=$(( $(awk -F, '{print NF}' <<< "$GPUS") * ${JOBS_PER_GPU:-1} ))
     elif [[ $SCALE == tiny || $REHEARSE == 1 ]]; then JOBS=$NCPU
     else JOBS=1; fi
 fi
@@ -914,7 +918,7 @@ case $mode in
     cost)
         for line in "${GRID[@]}"; do job_name "$line"; printf '%s\t%s\n' "$JOB_NAME" "$line"; done |
             "$PY" cost.py --mfu "${MFU:-0.4}" --gpu "${GPU:-H100}" --peak "${PEAK:-0}" --val_tokens "${VAL_TOKENS:-0}" \
-                --startup "${STARTUP:-0}"
+                --startup "${STARTUP:-0}" --jobs_per_gpu "${JOBS_PER_GPU:-1}" ${STEP_FLOOR:+--step_floor "$STEP_FLOOR"}
         exit "${PIPESTATUS[1]}" ;;
     dry)
         left=0

@@ -16,7 +16,8 @@ from conftest import ROOT, tiny_config
 import data
 import export
 import train
-from model import GPT, GPTConfig
+from evaluate import config_from_checkpoint, load_run
+from model import GPT, GPTConfig, load_checkpoint, save_checkpoint
 from quant import fake_quant
 from test_quant import randomised
 
@@ -174,7 +175,7 @@ def test_qat_run_exports_its_deployed_model(qat_run, tmp_path, capsys):
     rec = json.load(open(os.path.join(cfg.out_dir, "export.json")))
     assert (rec["format"], rec["architecture"], rec["path"], rec["bits"]) == ("hf", "ArceeForCausalLM", out, 4)
     assert rec["val_loss"] == pytest.approx(result["metrics"]["val_loss"], abs=1e-5)  # the deployed loss
-    model, _, _ = train.load_run(cfg.out_dir)  # QAT on: its forward is the deployed model
+    model, _, _ = load_run(cfg.out_dir)  # QAT on: its forward is the deployed model
     hf = load(out)
     assert max_diff(model.eval(), hf, 32) <= TOL
     assert torch.equal(hf.model.layers[0].self_attn.q_proj.weight, fake_quant(model.blocks[0].attn.c_q.weight, 4))
@@ -195,10 +196,10 @@ def test_qat_run_exports_its_deployed_model(qat_run, tmp_path, capsys):
 
 def fake_run(parent, folder, **flags):
     """A finished run folder holding a random model with these flags (no training needed to be refused)."""
-    ckpt = train.load_checkpoint(os.path.join(parent, "ckpt.pt"))
+    ckpt = load_checkpoint(os.path.join(parent, "ckpt.pt"))
     model = GPT(GPTConfig.from_dict({**ckpt["model_config"], "bits": 16, "quant_embed": False, **flags}))
     os.makedirs(folder)
-    train.save_checkpoint(os.path.join(folder, "ckpt.pt"), model, [], 1, train.config_from_checkpoint(ckpt),
+    save_checkpoint(os.path.join(folder, "ckpt.pt"), model, [], 1, config_from_checkpoint(ckpt),
                           model.config)
     shutil.copy(os.path.join(parent, "result.json"), folder)
     return folder

@@ -487,6 +487,20 @@ def test_gpu_slots_and_logs(env):
     assert len(logs) == n and all(l.endswith(".log") for l in logs)
 
 
+def test_jobs_per_gpu_packs_small_jobs(env):
+    """JOBS_PER_GPU=3 with two GPUs: six slots, three on each GPU (small launch-bound jobs share
+    one); a malformed value is refused on one line."""
+    p = sweep(env, "posenc", GPUS="5,7", JOBS="", JOBS_PER_GPU="3")
+    assert p.returncode == 0, p.stderr
+    assert "JOBS=6 on GPUs 5,7" in p.stderr
+    slots = {int(s): g for s, g in re.findall(r"slot (\d+) gpu (\d+)", p.stderr)}
+    assert slots == {0: "5", 1: "7", 2: "5", 3: "7", 4: "5", 5: "7"}
+    assert {c for c, _, _ in calls(env)} == {"5", "7"} and len(calls(env)) == COUNTS[("posenc", "tiny")]
+    for bad in ("0", "two"):
+        p = sweep(env, "--dry-run", "posenc", GPUS="5,7", JOBS="", JOBS_PER_GPU=bad)
+        assert p.returncode == 2 and p.stderr.strip() == f"sweep.sh: JOBS_PER_GPU must be a positive integer, got '{bad}'"
+
+
 def test_failed_job_reported_others_run(env):
     p = sweep(env, "qat", STUB_FAIL="25K_b4_wd0.33_lr1_wsd_muon_s1")
     assert p.returncode == 1
