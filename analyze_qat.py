@@ -13,8 +13,8 @@ import numpy as np
 
 from cli import UserError
 from stats import (BETTER_LEVEL, decide_family, lack_of_fit_f, loglinear_fit, loglinear_nd_fit, model_hypothesis,
-                   ols, ols_coef_tests, paired_hypothesis, paired_p, paired_z, predict_interval, predict_nd,
-                   repeated_measures_f, rm_anova_mde, sd1, seed_noise_check)
+                   coef_mde, lack_of_fit_mde, ols, ols_coef_tests, paired_hypothesis, paired_p, paired_z,
+                   predict_interval, predict_nd, repeated_measures_f, rm_anova_mde, sd1, seed_noise_check)
 from studyio import (VARIANT_KEYS, ci, f, family_md, figures, no_data, num, parse_size, run_kind, size_label, table,
                      variant_fields, vtag, warn)
 
@@ -482,11 +482,13 @@ def qat_family(q, p, grid=""):
     """The study's declared family: every statement its write-up decides, one hypothesis each, decided
     together by stats.decide_family (Holm within the family, the one rule: adjusted p < 0.05 over >= 3
     seeds). Per (variant, size, bits) the bits x warmdown interaction (repeated-measures F; effect: the
-    largest change of the penalty from the reference warmdown, with its interval; beside a null the
-    change its F test detects, rm_anova_mde at the strictest Holm step); per INT4 size the transition
+    largest change of the penalty from the reference warmdown, with its interval); per INT4 size the transition
     (wd ref against wd short, paired t); per bit-width whether the short-vs-ref gain moves with size;
-    per law its lack of fit; the N-D law's exponents; each probe's penalty against the grid's. Each
-    source row gains p_holm and passed (and its verdict words: int4 from_size, the contrasts' verdict)."""
+    per law its lack of fit; the N-D law's exponents; each probe's penalty against the grid's. Beside a
+    null, the effect its own test detects with 80% power at the strictest Holm step (a paired t's by
+    decide_family; an F test's or a coefficient's by its `power` function: rm_anova_mde, lack_of_fit_mde,
+    coef_mde). Each source row gains p_holm, passed and mde (and its verdict words: int4 from_size, the
+    contrasts' verdict)."""
     lab = lambda v: (lambda t: f"[{t}] " if t else "")(variant_label(v, grid))
     bname = lambda b: "FP16" if b == 16 else f"INT{b}"
     pairs = []  # (hypothesis, the report row it decides)
@@ -497,7 +499,7 @@ def qat_family(q, p, grid=""):
             f"warmdowns {'/'.join(f(w) for w in r['warmdowns'])} (bits x warmdown interaction)",
             f"repeated-measures F({r['df1']}, {r['df2']}), seeds as blocks; effect: penalty at wd {f(big['warmdown'])} - "
             f"at wd {f(big['against'])}", r["n_seeds"], big["effect"], big["ci"], r["p"])
-        pairs.append((dict(h, ms_error=r["ms_error"], k=len(r["warmdowns"])), r))
+        pairs.append((dict(h, power=lambda a, r=r: rm_anova_mde(r["ms_error"], r["n_seeds"], len(r["warmdowns"]), a)), r))
     for t in q["int4_transition"] or []:
         for r in t["rows"]:
             pairs.append((model_hypothesis(
@@ -515,26 +517,29 @@ def qat_family(q, p, grid=""):
         lf = g.get("lack_of_fit")
         if lf:
             n = min(r["n"] for r in g["sizes"] if r["role"] == "fit")
-            pairs.append((model_hypothesis(
+            total = sum(r["n"] for r in g["sizes"] if r["role"] == "fit")
+            pairs.append((dict(model_hypothesis(
                 f"{lab(g['variant'])}INT{g['bits']}: the penalty departs from the law alpha + beta ln N at its fit sizes "
                 f"({', '.join(g['fit_sizes'])})", f"lack-of-fit F({lf['df1']}, {lf['df2']}) against the pooled seed "
-                "variance; effect: RMS departure (nats)", n, lf["rms"], None, lf["p"]), lf))
+                "variance; effect: RMS departure (nats)", n, lf["rms"], None, lf["p"]),
+                power=lambda a, lf=lf, total=total: lack_of_fit_mde(lf, total, a)), lf))
     for g in p.get("laws_nd") or []:
         if g.get("k") is None:
             continue
         n = min(c["n"] for c in g["cells"] if c["in_nd_fit"] and c["penalty"] > 0)
         for c in g["coefs"][1:]:
             what = {"gamma_D": "tokens D at fixed N", "gamma_N": "size N at fixed D"}[c["name"]]
-            pairs.append((model_hypothesis(
+            pairs.append((dict(model_hypothesis(
                 f"{lab(g['variant'])}INT{g['bits']} N-D law: {c['name']} != 0 (the penalty changes with {what})",
                 f"OLS t on {g['dof']} dof over the {g['n']} fit cells' mean penalties (log space)", n, c["est"],
-                [c["lo"], c["hi"]], c["p"]), c))
+                [c["lo"], c["hi"]], c["p"]), power=lambda a, c=c, dof=g["dof"]: coef_mde(c["se"], dof, a)), c))
         lf = g.get("lack_of_fit")
         if lf:
-            pairs.append((model_hypothesis(
+            total = sum(c["n"] for c in g["cells"] if c["in_nd_fit"] and c["penalty"] > 0)
+            pairs.append((dict(model_hypothesis(
                 f"{lab(g['variant'])}INT{g['bits']}: the penalty departs from the N-D law at its {g['n']} fit cells",
                 f"lack-of-fit F({lf['df1']}, {lf['df2']}) against the pooled seed variance; effect: RMS departure (nats)",
-                n, lf["rms"], None, lf["p"]), lf))
+                n, lf["rms"], None, lf["p"]), power=lambda a, lf=lf, total=total: lack_of_fit_mde(lf, total, a)), lf))
     for r in p.get("variant_contrasts") or []:
         pairs.append((model_hypothesis(
             f"{lab(r['variant'])}INT{r['bits']} at {r['size']}: the penalty differs from the grid's (probe - grid)",
@@ -542,9 +547,9 @@ def qat_family(q, p, grid=""):
     fam = decide_family([h for h, _ in pairs], BETTER_LEVEL)
     fam["grid_variant"] = grid
     for h, (_, row) in zip(fam["hypotheses"], pairs):
-        if h.get("ms_error") is not None:  # the F test's own detectable change, not a paired t's
-            h["mde"] = rm_anova_mde(h.pop("ms_error"), h["n"], h.pop("k"), fam["alpha"] / max(fam["m"], 1))
-        h.pop("ms_error", None), h.pop("k", None)
+        power = h.pop("power", None)  # an F or coefficient test: its own detectable effect, not a paired t's
+        if power is not None:
+            h["mde"] = power(fam["alpha"] / max(fam["m"], 1))
         row.update(p_holm=h["p_holm"], passed=h["passed"], mde=h["mde"])
     for r in p.get("variant_contrasts") or []:
         r["verdict"] = ("smaller" if r["mean_diff"] < 0 else "larger") if r["passed"] else "not distinguishable"

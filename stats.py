@@ -442,6 +442,14 @@ def repeated_measures_f(y):
     return out
 
 
+def f_noncentrality_for_power(df1, df2, level=BETTER_LEVEL, power=0.8):
+    """The noncentrality lambda at which an F(df1, df2) test at this level rejects with this power (the
+    noncentral F's sf at the critical value equals power): what every F test's detectable effect is made of."""
+    from scipy.optimize import brentq
+    crit = scistats.f.ppf(1 - level, df1, df2)
+    return float(brentq(lambda lam: scistats.ncf.sf(crit, df1, df2, lam) - power, 1e-9, 1e5))
+
+
 def rm_anova_mde(ms_error, n, k, level=BETTER_LEVEL, power=0.8):
     """The smallest difference delta between two condition means (the other k - 2 at their midpoint)
     that repeated_measures_f detects with this power at this level: the noncentral F(k - 1, (n - 1)(k - 1))
@@ -450,11 +458,24 @@ def rm_anova_mde(ms_error, n, k, level=BETTER_LEVEL, power=0.8):
     None without an error variance or below 2 seeds / 2 conditions."""
     if ms_error is None or not ms_error > 0 or n < 2 or k < 2:
         return None
-    from scipy.optimize import brentq
-    df1, df2 = k - 1, (n - 1) * (k - 1)
-    crit = scistats.f.ppf(1 - level, df1, df2)
-    achieved = lambda d: scistats.ncf.sf(crit, df1, df2, n * d * d / 2) - power  # d in sigma units
-    return float(brentq(achieved, 1e-6, 1e3) * math.sqrt(ms_error))
+    return math.sqrt(2 * f_noncentrality_for_power(k - 1, (n - 1) * (k - 1), level, power) * ms_error / n)
+
+
+def lack_of_fit_mde(lof, n_total, level=BETTER_LEVEL, power=0.8):
+    """The smallest root mean square departure of the group means from a law (weighted by replicates, as
+    law_lack_of_fit's rms) that lack_of_fit_f detects with this power: noncentrality sum n_i dev_i^2 /
+    sigma^2 = n_total rms^2 / ms_pe. None without the test."""
+    if not lof or not lof.get("ms_pe") or not n_total:
+        return None
+    return math.sqrt(f_noncentrality_for_power(lof["df1"], lof["df2"], level, power) * lof["ms_pe"] / n_total)
+
+
+def coef_mde(se, dof, level=BETTER_LEVEL, power=0.8):
+    """The smallest coefficient a two-sided t test (t = est / se on dof) detects with this power: the
+    paired-t detectable effect with noncentrality est / se (min_detectable_effect with sd = se sqrt(dof + 1))."""
+    if se is None or not se > 0 or dof < 1:
+        return None
+    return min_detectable_effect(se * math.sqrt(dof + 1), dof + 1, level, power)
 
 
 def ols_coef_tests(fit):

@@ -212,6 +212,9 @@ def test_paper_grid_family_decides_every_verdict_and_stores_per_seed_values(pape
     inter = [h for h in hyps if "interaction" in h["claim"]]
     nulls = [h for h in inter if not h["passed"]]
     assert nulls and all(h["mde"] and h["mde"] > 0 for h in nulls)
+    # the F and coefficient tests carry their own detectable effect beside a null too
+    laws = [h for h in hyps if "departs from" in h["claim"] or "N-D law" in h["claim"]]
+    assert laws and all(h["mde"] > 0 for h in laws if not h["passed"])
     # the planted FP16 schedule cost is the same at every size (the extremes with both warmdowns: the INT4
     # probe's 3M and the held-out 350M): "moves with size" does not pass for FP16
     moves = {r["bits"]: r for r in rep["qat"]["moves"] if r["variant"] == BASE}

@@ -335,3 +335,27 @@ def test_repeated_measures_interaction_has_the_power_its_mde_claims():
     sims = simulate_qat_grid(rng, n, wds, 1500, 0.03, interaction=np.array([delta / 2, 0.0, -delta / 2]), sigma=sigma)
     power = np.mean([rm_p(L) < 0.05 for L in sims])
     assert power == pytest.approx(0.8, abs=0.04), power
+
+
+def test_lack_of_fit_and_coefficient_mde_have_their_power():
+    """Three sizes x 3 seeds, the law a line in x: a departure from it (orthogonal to the line) of RMS
+    lack_of_fit_mde is found about 80% of the time; coef_mde is the paired t's detectable effect with
+    noncentrality est / se; rm_anova_mde is the F test's at k = 2 (checked above) and k = 3 (below)."""
+    sigma, x = 0.01, np.array([0.0, 1.0, 2.0])
+    lof0 = {"df1": 1, "df2": 6, "ms_pe": sigma ** 2}
+    r = stats.lack_of_fit_mde(lof0, 9)
+    dev = r / math.sqrt(2) * np.array([1.0, -2.0, 1.0])  # sum n_i dev_i^2 / 9 = r^2
+    rng = np.random.default_rng(3)
+    hits = []
+    for _ in range(1500):
+        groups = [0.5 + 0.1 * xi + d + rng.normal(0, sigma, 3) for xi, d in zip(x, dev)]
+        line = np.polyval(np.polyfit(x, [g.mean() for g in groups], 1), x)
+        hits.append(stats.lack_of_fit_f(groups, line)["p"] < 0.05)
+    assert np.mean(hits) == pytest.approx(0.8, abs=0.04)
+    assert stats.lack_of_fit_mde(None, 9) is None
+    assert stats.coef_mde(0.1, 3) == pytest.approx(stats.min_detectable_effect(0.2, 4))
+    assert stats.coef_mde(0.1, 0) is None
+    # k = 3: two means delta apart, the third between, noncentrality n delta^2 / (2 sigma^2)
+    lam = stats.f_noncentrality_for_power(2, 4)
+    assert scistats.ncf.sf(scistats.f.ppf(0.95, 2, 4), 2, 4, lam) == pytest.approx(0.8)
+    assert stats.rm_anova_mde(2.0, 3, 3) == pytest.approx(math.sqrt(2 * lam * 2.0 / 3))
