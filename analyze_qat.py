@@ -1,8 +1,10 @@
 """
 The qat study (sweep.sh qat and qat-probes): the QAT schedule grid, the penalty law, the grid distance.
-Best warmdown per (bits, size[, lr]) with paired z over seeds, the quantisation penalty law P_b(N)
-with prediction intervals at held-out sizes, and the weight-to-grid distance. Reads top to bottom:
-what it reads (records), its report, its markdown, its plots.
+The loss by warmdown per (bits, size[, lr]) with per-seed values, the bits x warmdown interaction as a
+repeated-measures test, the INT4 transition, the quantisation penalty law P_b(N) with prediction
+intervals at held-out sizes and its lack of fit, the law in N and D, and the weight-to-grid distance;
+every verdict decided in one declared family (qat_family: Holm, the one rule). Reads top to bottom:
+what it reads (records), its report, its family, its markdown, its plots.
 """
 import math
 from collections import defaultdict
@@ -10,9 +12,10 @@ from collections import defaultdict
 import numpy as np
 
 from cli import UserError
-from stats import (BETTER_LEVEL, MIN_SEEDS, distinguishable, interaction_f, lack_of_fit_f, loglinear_fit,
-                   loglinear_nd_fit, paired_acc, paired_z, predict_interval, predict_nd, sd1, seed_noise_check)
-from studyio import (VARIANT_KEYS, f, figures, no_data, num, parse_size, run_kind, size_label, table,
+from stats import (BETTER_LEVEL, decide_family, lack_of_fit_f, loglinear_fit, loglinear_nd_fit, model_hypothesis,
+                   coef_mde, lack_of_fit_mde, ols, ols_coef_tests, paired_hypothesis, paired_p, paired_z,
+                   predict_interval, predict_nd, repeated_measures_f, rm_anova_mde, sd1, seed_noise_check)
+from studyio import (VARIANT_KEYS, ci, f, family_md, figures, no_data, num, parse_size, run_kind, size_label, table,
                      variant_fields, vtag, warn)
 
 # The QAT seed's reference warmdown (its schedule of record: the penalty law is measured there, analyze.py
@@ -92,8 +95,9 @@ def size_order(recs):
 
 
 def warmdown_rows(by_wd):
-    """{warmdown: {seed: loss}} -> (best warmdown, one row per warmdown: mean, sd, n, and the paired
-    z and wins of the best against it over matched seeds)."""
+    """{warmdown: {seed: loss}} -> (the warmdown with the lowest mean, one row per warmdown: mean, sd, n,
+    its per-seed losses, and the paired t statistic z, raw p (n - 1 dof) and wins of the lowest against
+    it over matched seeds: descriptive, outside the study's family)."""
     means = {w: float(np.mean(list(v.values()))) for w, v in by_wd.items()}
     best = min(means, key=means.get)
     rows = []
@@ -103,16 +107,18 @@ def warmdown_rows(by_wd):
         pz = paired_z([by_wd[w][s] for s in seeds], [by_wd[best][s] for s in seeds])
         rows.append({"warmdown": w, "n": len(v), "mean": means[w], "sd": sd1(v),
                      "delta": means[w] - means[best], "z": None if w == best else pz["z"],
-                     "best_wins": pz["wins_b"], "n_paired": pz["n"]})
+                     "p": None if w == best else paired_p(pz["z"], pz["n"]),
+                     "best_wins": pz["wins_b"], "n_paired": pz["n"], "per_seed": dict(sorted(by_wd[w].items()))})
     return best, rows
 
 
 def qat_report(recs, order, ref_warmdown=REF_WARMDOWN):
-    """cells: per (variant, bits, size, lr), the loss by warmdown (mean, sd over seeds), the best
-    warmdown and the paired z of the best against each other warmdown, matched on seed.
+    """cells: per (variant, bits, size, lr), the loss by warmdown (mean, sd, per seed), the warmdown with
+    the lowest mean and the paired t of it against each other warmdown, matched on seed.
     verdict: per (variant, bits, size), each warmdown at its own best LR (the LR a practitioner would
-    tune for that schedule), the best warmdown, and whether it is FP16's best at that size. A variant
-    with one warmdown only (the cosine probe) has no verdict: it is descriptive."""
+    tune for that schedule), the lowest-mean warmdown, and whether it is FP16's at that size. A variant
+    with one warmdown only (the cosine probe) has no verdict: it is descriptive. The tested statements
+    (interaction, int4_transition, moves) enter the study's family (qat_family)."""
     cells = defaultdict(lambda: defaultdict(dict))  # (variant, bits, size, lr) -> warmdown -> seed -> loss
     for x in recs:
         cells[(x["variant"], x["bits"], x["size"], x["lr"])][x["warmdown"]][x["seed"]] = x["loss"]
@@ -148,9 +154,10 @@ def qat_report(recs, order, ref_warmdown=REF_WARMDOWN):
         c["same_as_fp16"] = None if c["fp16_best_warmdown"] is None else c["best_warmdown"] == c["fp16_best_warmdown"]
         if c["bits"] != 16:
             c["fp16_lrs"] = sorted(common.get(k, {}))
-    return {"cells": out, "verdict": verdict, "interaction": interaction_rows(at_best, order, fp16_at),
+    return {"cells": out, "verdict": verdict, "interaction": interaction_rows(at_best, order, fp16_at, ref_warmdown),
             "int4_transition": int4_transition(at_best, order, ref_warmdown),
-            "lr_rule": "verdict: each warmdown at its own best LR (mean over seeds), then the best warmdown; "
+            "moves": warmdown_moves(at_best, order, ref_warmdown),
+            "lr_rule": "verdict: each warmdown at its own best LR (mean over seeds), then the lowest-mean warmdown; "
                        "FP16 beside INT-b (fp16_best_warmdown, interaction): FP16 over the LRs INT-b was run at"}
 
 
@@ -161,55 +168,85 @@ def best_lrs(by_lr, allowed):
                    key=lambda lr: np.mean(list(by_lr[lr][w].values()))) for w in wds}
 
 
-def interaction_rows(at_best, order, fp16_at=None):
-    """Per (variant, size, bits b < 16): the two-way bit-width x warmdown ANOVA of FP16 and INT-b, each
-    warmdown at its own best LR, over the seeds every one of those cells has (seed as a block): the
-    interaction F tests whether the warmdown effect differs between the bit-widths (the QAT seed's
-    null: it does not). at_best: (variant, bits, size) -> warmdown -> seed -> loss; fp16_at: the same
-    key -> FP16 at the LRs that INT-b was run at (default: FP16 at its own best LRs)."""
+def interaction_rows(at_best, order, fp16_at=None, ref=REF_WARMDOWN):
+    """Per (variant, size, bits b < 16): the bits x warmdown interaction as a repeated-measures test
+    (stats.repeated_measures_f): per seed the penalty INT-b loss - FP16 loss at each warmdown (each at
+    its own best LR), over the seeds every one of those cells has, tested for a change over warmdowns
+    with seeds as blocks (a seed's bit-width effect is its block, so it is not in the error). The QAT
+    seed's null: the penalty does not depend on the warmdown. Beside it the difference in differences
+    (penalty at each warmdown - at ref) with its t interval over seeds. at_best: (variant, bits, size)
+    -> warmdown -> seed -> loss; fp16_at: the same key -> FP16 at the LRs that INT-b was run at."""
     rows = []
     for (v, b, s) in sorted(at_best, key=lambda k: (k[0], order[k[2]], -k[1])):
         fp = (fp16_at or {}).get((v, b, s), at_best.get((v, 16, s)))
         if b == 16 or fp is None:
             continue
-        wds = sorted(set(fp) & set(at_best[(v, b, s)]))
-        groups = [fp, at_best[(v, b, s)]]
-        seeds = sorted(set.intersection(*(set(g[w]) for g in groups for w in wds))) if wds else []
+        q = at_best[(v, b, s)]
+        wds = sorted(set(fp) & set(q))
+        seeds = sorted(set.intersection(*(set(g[w]) for g in (fp, q) for w in wds))) if wds else []
         if len(wds) < 2 or len(seeds) < 2:
             continue
-        y, bits, wd, blk = zip(*[(g[w][sd], bb, w, sd) for g, bb in zip(groups, (16, b)) for w in wds for sd in seeds])
-        t = interaction_f(np.array(y), bits, wd, blk)
-        rows.append({"variant": v, "size": s, "bits": b, "warmdowns": wds, "n_seeds": len(seeds),
-                     "F": t["F"], "df1": t["df1"], "df2": t["df2"], "p": t["p"]})
+        pen = {sd: {w: q[w][sd] - fp[w][sd] for w in wds} for sd in seeds}
+        t = repeated_measures_f([[pen[sd][w] for w in wds] for sd in seeds])
+        r = ref if ref in wds else wds[0]
+        did = []
+        for w in wds:
+            if w != r:
+                h = paired_hypothesis("", {sd: pen[sd][w] - pen[sd][r] for sd in seeds})
+                did.append({"warmdown": w, "against": r, **{k: h[k] for k in ("n", "effect", "sd", "ci", "p")}})
+        rows.append({"variant": v, "size": s, "bits": b, "warmdowns": wds, "n_seeds": len(seeds), "ref_warmdown": r,
+                     "penalty_means": t["means"], "F": t["F"], "df1": t["df1"], "df2": t["df2"], "p": t["p"],
+                     "ms_error": t["ms_error"], "did": did, "per_seed": pen})
     return rows
 
 
-def int4_transition(at_best, order, ref=REF_WARMDOWN, short=SHORT_WARMDOWN, z_min=3.0):
-    """The QAT seed's INT4 transition (wd 0.33 decisive from 50M, noise below): per variant and size,
-    INT4 at the reference warmdown ref (--ref_warmdown) against the short one (each at its best LR),
-    paired over seeds: z > 0 when ref has the lower loss, wins = seeds where it does; decisive when z >= z_min. from_size: the smallest size
-    from which every larger INT4 size is decisive (null when the largest is not). None without INT4."""
+def transition_row(cell, short, ref):
+    """INT-b at the short warmdown against ref over matched seeds: d = loss(short) - loss(ref) per seed
+    (> 0: ref lower), its mean, t interval, the paired t statistic (z) and raw p, and ref's wins."""
+    seeds = sorted(set(cell[short]) & set(cell[ref]))
+    h = paired_hypothesis("", {sd: cell[short][sd] - cell[ref][sd] for sd in seeds})
+    pz = paired_z([cell[short][sd] for sd in seeds], [cell[ref][sd] for sd in seeds])
+    return {"n": h["n"], "mean_diff": h["effect"], "ci": h["ci"], "sd": h["sd"], "p": h["p"],
+            "z": None if math.isnan(pz["z"]) else pz["z"], "wins": pz["wins_b"], "per_seed": h["per_seed"]}
+
+
+def int4_transition(at_best, order, ref=REF_WARMDOWN, short=SHORT_WARMDOWN):
+    """The QAT seed's INT4 transition (wd 0.33 better from 50M, noise below): per variant and size, INT4
+    at the reference warmdown ref (--ref_warmdown) against the short one (each at its best LR), the
+    paired t test over seeds (transition_row). Each row is one hypothesis of the study's family:
+    qat_family adds p_holm and passed (ref lower, Holm-adjusted p < 0.05 over >= 3 seeds) and from_size,
+    the smallest size from which every larger size passed. None without INT4."""
     out = []
     for v in sorted({k[0] for k in at_best if k[1] == 4}):
-        rows = []
-        for s in sorted((k[2] for k in at_best if k[:2] == (v, 4)), key=order.get):
-            c = at_best[(v, 4, s)]
-            if short not in c or ref not in c:
-                continue
-            seeds = sorted(set(c[short]) & set(c[ref]))
-            pz = paired_z([c[short][sd] for sd in seeds], [c[ref][sd] for sd in seeds])
-            z = None if math.isnan(pz["z"]) else pz["z"]
-            rows.append({"size": s, "n": pz["n"], "mean_diff": pz["mean_diff"], "z": z, "wins": pz["wins_b"],
-                         "decisive": z is not None and z >= z_min})
-        start = None
-        for r in reversed(rows):
-            if not r["decisive"]:
-                break
-            start = r["size"]
+        rows = [{"size": s, **transition_row(at_best[(v, 4, s)], short, ref)}
+                for s in sorted((k[2] for k in at_best if k[:2] == (v, 4)), key=order.get)
+                if short in at_best[(v, 4, s)] and ref in at_best[(v, 4, s)]]
         if rows:
-            out.append({"variant": v, "ref_warmdown": ref, "short_warmdown": short, "z_min": z_min, "rows": rows,
-                        "from_size": start})
+            out.append({"variant": v, "ref_warmdown": ref, "short_warmdown": short, "rows": rows, "from_size": None})
     return out or None
+
+
+def warmdown_moves(at_best, order, ref=REF_WARMDOWN, short=SHORT_WARMDOWN):
+    """"The best warmdown moves with size" as a tested contrast, not an argmin: per (variant, bits) with
+    the short and the ref warmdown at >= 2 sizes, the gain of ref over short, g = loss(short) - loss(ref)
+    per seed, at the largest size minus at the smallest (a difference in differences), paired over the
+    seed numbers both sizes have (independent runs: the pairing blocks only what a seed shares across
+    sizes, such as its data order; the paired t stays valid, on n - 1 dof)."""
+    out = []
+    for v, b in sorted({k[:2] for k in at_best}, key=lambda t: (t[0], -t[1])):
+        sizes = [s for s in sorted((k[2] for k in at_best if k[:2] == (v, b)), key=order.get)
+                 if short in at_best[(v, b, s)] and ref in at_best[(v, b, s)]]
+        if len(sizes) < 2:
+            continue
+        gain = {s: {sd: at_best[(v, b, s)][short][sd] - at_best[(v, b, s)][ref][sd]
+                    for sd in set(at_best[(v, b, s)][short]) & set(at_best[(v, b, s)][ref])} for s in (sizes[0], sizes[-1])}
+        lo, hi = gain[sizes[0]], gain[sizes[-1]]
+        h = paired_hypothesis("", {sd: hi[sd] - lo[sd] for sd in sorted(set(lo) & set(hi))})
+        out.append({"variant": v, "bits": b, "small": sizes[0], "large": sizes[-1], "short_warmdown": short,
+                    "ref_warmdown": ref, "gain_small": float(np.mean(list(lo.values()))),
+                    "gain_large": float(np.mean(list(hi.values()))), **{k: h[k] for k in ("n", "effect", "sd", "ci", "p")},
+                    "per_seed": h["per_seed"]})
+    return out
 
 
 def default_fit_sizes(sizes):
@@ -234,7 +271,7 @@ def penalty_report(recs, order, fit_sizes=None, level=0.95, ref_lr=1.0, ref_warm
         sizes = sorted((s for vv, bb, s in pens if (vv, bb) == (v, b)), key=order.get)
         rows = {s: {"size": s, "n_params": float(np.mean(ns[(v, b, s)])) if ns[(v, b, s)] else None,
                     "penalty": float(np.mean(pens[(v, b, s)])), "n": len(pens[(v, b, s)]),
-                    "sd": sd1(pens[(v, b, s)])}
+                    "sd": sd1(pens[(v, b, s)]), "per_seed": dict(sorted(by_seed[(v, b, s)].items()))}
                 for s in sizes}
         with_n = [s for s in sizes if rows[s]["n_params"] is not None]
         fit_set = [s for s in with_n if s in fit_sizes] if fit_sizes else default_fit_sizes(with_n)
@@ -253,8 +290,8 @@ def penalty_report(recs, order, fit_sizes=None, level=0.95, ref_lr=1.0, ref_warm
                 for s, yh, l, h in zip(held, yhat, lo, hi):
                     rows[s].update(pred=float(yh), lo=float(l), hi=float(h), inside=bool(l <= rows[s]["penalty"] <= h))
                 g["coverage"] = f"{sum(rows[s]['inside'] for s in held)}/{len(held)}"
-            g["lack_of_fit"] = lack_of_fit_f([pens[(v, b, s)] for s in fit_set],
-                                             [fit["alpha"] + fit["beta"] * math.log(rows[s]["n_params"]) for s in fit_set])
+            g["lack_of_fit"] = law_lack_of_fit([pens[(v, b, s)] for s in fit_set],
+                                               [fit["alpha"] + fit["beta"] * math.log(rows[s]["n_params"]) for s in fit_set])
             pt = lambda s: (rows[s]["n_params"], rows[s]["penalty"], rows[s]["sd"], rows[s]["n"])
             g["seed_check"] = seed_noise_check([pt(s) for s in fit_set], [pt(s) for s in held])
             for s, h in zip(held, (g["seed_check"] or {}).get("held", [])):
@@ -265,6 +302,16 @@ def penalty_report(recs, order, fit_sizes=None, level=0.95, ref_lr=1.0, ref_warm
     return {"level": level, "ref_lr": ref_lr, "ref_warmdown": ref_warmdown, "laws": out,
             "laws_nd": nd_laws(at_ref, base, order, out, level),
             "variant_contrasts": variant_contrasts(at_ref, base, order)}
+
+
+def law_lack_of_fit(groups, fitted, n_coef=2):
+    """stats.lack_of_fit_f of a law (per-seed penalties at each fit size or cell, the law's values there)
+    plus rms: the root mean square deviation of the size means from the law, weighted by seeds,
+    sqrt(sum n_i (mean_i - law_i)^2 / sum n_i) (nats): the effect its family row quotes."""
+    t = lack_of_fit_f(groups, fitted, n_coef)
+    if t:
+        t["rms"] = math.sqrt(t["ms_lof"] * t["df1"] / sum(len(g) for g in groups))
+    return t
 
 
 def without_budget(variant):
@@ -286,6 +333,17 @@ def per_seed_penalties(at_ref, base):
             pens[(x["variant"], x["bits"], x["size"])][x["seed"]] = x["loss"] - base[k]
             nd[(x["variant"], x["bits"], x["size"])].append((x["N"], x["D"]))
     return pens, nd
+
+
+def nd_law_tests(fit, fit_cells, level=0.95):
+    """The N-D law's own tests: each exponent with its level interval and two-sided t p (the OLS of
+    ln P on ln D and -ln N that loglinear_nd_fit solves, t on n - 3 dof: `coefs`), and its lack of fit
+    against the pooled seed variance of the per-seed penalties (law_lack_of_fit in nats, 3 coefficients)."""
+    X = np.column_stack([np.log([c["tokens"] for c in fit_cells]), -np.log([c["n_params"] for c in fit_cells])])
+    o = ols(X, np.log([c["penalty"] for c in fit_cells]), ["gamma_D", "gamma_N"], level)
+    law = [fit["k"] * c["tokens"] ** fit["gamma_D"] / c["n_params"] ** fit["gamma_N"] for c in fit_cells]
+    return {"coefs": ols_coef_tests(o),
+            "lack_of_fit": law_lack_of_fit([list(c["per_seed"].values()) for c in fit_cells], law, n_coef=3)}
 
 
 def nd_laws(at_ref, base, order, n_laws, level=0.95):
@@ -311,7 +369,8 @@ def nd_laws(at_ref, base, order, n_laws, level=0.95):
             per = list(pens[k].values())
             cells.append({"size": k[2], "budget": budget_of(k[0]),
                           "tokens": float(np.mean(ds)), "n_params": float(np.mean(ns)), "penalty": float(np.mean(per)),
-                          "sd": sd1(per), "n": len(per), "role": "fit" if k[2] in fit_sizes else "held-out"})
+                          "sd": sd1(per), "n": len(per), "role": "fit" if k[2] in fit_sizes else "held-out",
+                          "per_seed": dict(sorted(pens[k].items()))})
         fit_cells = [c for c in cells if c["role"] == "fit" and c["penalty"] > 0]
         g = {"variant": v0, "bits": b, "k": None, "gamma_N": None, "gamma_D": None, "n": len(fit_cells), "r2": None,
              "n_nonpositive": sum(c["role"] == "fit" and c["penalty"] <= 0 for c in cells), "held_out": [],
@@ -323,6 +382,7 @@ def nd_laws(at_ref, base, order, n_laws, level=0.95):
                             "with D varying at fixed N")
         else:
             g.update({k: fit[k] for k in ("k", "gamma_N", "gamma_D", "r2")}, s=fit["s"], dof=fit["dof"])
+            g.update(nd_law_tests(fit, fit_cells, level))
         for c in cells:
             if fit:
                 c["pred_nd"], c["lo_nd"], c["hi_nd"] = predict_nd(fit, c["n_params"], c["tokens"], level)
@@ -344,7 +404,8 @@ def nd_laws(at_ref, base, order, n_laws, level=0.95):
 
 def variant_contrasts(at_ref, base, order):
     """Each probe's penalty against the grid's at the same size and bits (the grid: the variant with
-    the most penalty cells), paired over seeds: the paired t test of the one rule for "better"."""
+    the most penalty cells), paired over seeds: d = probe - grid per seed, the paired t test with its
+    interval. Each row is a hypothesis of the study's family; qat_family writes its verdict."""
     pens, _ = per_seed_penalties(at_ref, base)
     count = defaultdict(int)
     for v, _, _ in pens:
@@ -355,10 +416,13 @@ def variant_contrasts(at_ref, base, order):
     rows = []
     for (v, b, s) in sorted(pens, key=lambda k: (k[0], -k[1], order[k[2]])):
         if v != grid and (grid, b, s) in pens:
-            p = paired_acc(pens[(v, b, s)], pens[(grid, b, s)])
-            rows.append({"variant": v, "against": grid, "bits": b, "size": s, **p,
-                         "verdict": ("smaller" if p["mean_diff"] < 0 else "larger") if distinguishable(p)
-                         else "not distinguishable"})
+            a, g = pens[(v, b, s)], pens[(grid, b, s)]
+            seeds = sorted(set(a) & set(g))
+            h = paired_hypothesis("", {sd: a[sd] - g[sd] for sd in seeds})
+            pz = paired_z([a[sd] for sd in seeds], [g[sd] for sd in seeds])
+            rows.append({"variant": v, "against": grid, "bits": b, "size": s, "n": h["n"], "mean_diff": h["effect"],
+                         "ci": h["ci"], "sd": h["sd"], "z": pz["z"], "p": h["p"], "wins": pz["wins_b"],
+                         "losses": pz["wins_a"], "per_seed": h["per_seed"], "verdict": None})  # verdict: qat_family
     return rows
 
 
@@ -383,12 +447,14 @@ def grid_report(recs, order):
             mq = float(np.mean([q[s] for s in seeds] if seeds else list(q.values())))
             mf = float(np.mean([fp[s] for s in seeds])) if seeds else None
             rows.append(dict(zip(("variant", "grid_bits", "key", "size", "lr", "warmdown"), key), bits=b,
-                             n=len(seeds), d_qat=mq, d_fp16=mf, ratio=mq / mf if mf else None))
+                             n=len(seeds), d_qat=mq, d_fp16=mf, ratio=mq / mf if mf else None,
+                             per_seed={sd: {"qat": q[sd], "fp16": fp.get(sd)} for sd in sorted(q)}))
     return {"rows": rows}
 
 
 def qat_study(runs, args):
-    """The three QAT sections over the runs' QAT-grid records (records)."""
+    """The three QAT sections over the runs' QAT-grid records (records), and the study's family of
+    hypotheses (qat_family) under qat.family."""
     recs, _ = records(runs)
     order = size_order(recs)
     fit_sizes = [s.strip() for s in args.fit_sizes.split(",") if s.strip()] if args.fit_sizes else None
@@ -396,40 +462,159 @@ def qat_study(runs, args):
     if unknown:
         raise UserError(f"--fit_sizes names sizes with no QAT-grid runs: {', '.join(sorted(unknown))} "
                         f"(sizes present: {', '.join(sorted(order, key=order.get)) or 'none'})")
-    return {"qat": qat_report(recs, order, args.ref_warmdown),
-            "penalty_law": penalty_report(recs, order, fit_sizes, args.level, args.ref_lr, args.ref_warmdown),
-            "grid_distance": grid_report(recs, order)}
+    rep = {"qat": qat_report(recs, order, args.ref_warmdown),
+           "penalty_law": penalty_report(recs, order, fit_sizes, args.level, args.ref_lr, args.ref_warmdown),
+           "grid_distance": grid_report(recs, order)}
+    count = defaultdict(int)
+    for x in recs:
+        count[x["variant"]] += 1
+    rep["qat"]["family"] = qat_family(rep["qat"], rep["penalty_law"], max(sorted(count), key=count.get) if count else "")
+    return rep
+
+
+def variant_label(v, grid):
+    """A variant named by what differs from the grid's ('optimizer=adamw'); '' for the grid itself."""
+    base = set(grid.split(","))
+    return ",".join(p for p in v.split(",") if p and p not in base)
+
+
+def qat_family(q, p, grid=""):
+    """The study's declared family: every statement its write-up decides, one hypothesis each, decided
+    together by stats.decide_family (Holm within the family, the one rule: adjusted p < 0.05 over >= 3
+    seeds). Per (variant, size, bits) the bits x warmdown interaction (repeated-measures F; effect: the
+    largest change of the penalty from the reference warmdown, with its interval); per INT4 size the transition
+    (wd ref against wd short, paired t); per bit-width whether the short-vs-ref gain moves with size;
+    per law its lack of fit; the N-D law's exponents; each probe's penalty against the grid's. Beside a
+    null, the effect its own test detects with 80% power at the strictest Holm step (a paired t's by
+    decide_family; an F test's or a coefficient's by its `power` function: rm_anova_mde, lack_of_fit_mde,
+    coef_mde). Each source row gains p_holm, passed and mde (and its verdict words: int4 from_size, the
+    contrasts' verdict)."""
+    lab = lambda v: (lambda t: f"[{t}] " if t else "")(variant_label(v, grid))
+    bname = lambda b: "FP16" if b == 16 else f"INT{b}"
+    pairs = []  # (hypothesis, the report row it decides)
+    for r in q["interaction"]:
+        big = max(r["did"], key=lambda d: abs(d["effect"] or 0))
+        h = model_hypothesis(
+            f"{lab(r['variant'])}INT{r['bits']} at {r['size']}: the penalty (INT{r['bits']} - FP16) changes over "
+            f"warmdowns {'/'.join(f(w) for w in r['warmdowns'])} (bits x warmdown interaction)",
+            f"repeated-measures F({r['df1']}, {r['df2']}), seeds as blocks; effect: penalty at wd {f(big['warmdown'])} - "
+            f"at wd {f(big['against'])}", r["n_seeds"], big["effect"], big["ci"], r["p"])
+        pairs.append((dict(h, power=lambda a, r=r: rm_anova_mde(r["ms_error"], r["n_seeds"], len(r["warmdowns"]), a)), r))
+    for t in q["int4_transition"] or []:
+        for r in t["rows"]:
+            pairs.append((model_hypothesis(
+                f"{lab(t['variant'])}INT4 at {r['size']}: wd {f(t['short_warmdown'])} against wd {f(t['ref_warmdown'])} "
+                f"(loss at {f(t['short_warmdown'])} - at {f(t['ref_warmdown'])}; higher: wd {f(t['ref_warmdown'])} lower)",
+                "paired t over seeds", r["n"],
+                r["mean_diff"], r["ci"], r["p"], sd=r["sd"], per_seed=r["per_seed"]), r))
+    for r in q["moves"]:
+        pairs.append((model_hypothesis(
+            f"{lab(r['variant'])}{bname(r['bits'])}: the gain of wd {f(r['ref_warmdown'])} over wd {f(r['short_warmdown'])} "
+            f"changes from {r['small']} to {r['large']} (the best warmdown moves with size)",
+            "paired t over seed numbers of the difference in differences", r["n"], r["effect"], r["ci"], r["p"],
+            sd=r["sd"], per_seed=r["per_seed"]), r))
+    for g in p["laws"]:
+        lf = g.get("lack_of_fit")
+        if lf:
+            n = min(r["n"] for r in g["sizes"] if r["role"] == "fit")
+            total = sum(r["n"] for r in g["sizes"] if r["role"] == "fit")
+            pairs.append((dict(model_hypothesis(
+                f"{lab(g['variant'])}INT{g['bits']}: the penalty departs from the law alpha + beta ln N at its fit sizes "
+                f"({', '.join(g['fit_sizes'])})", f"lack-of-fit F({lf['df1']}, {lf['df2']}) against the pooled seed "
+                "variance; effect: RMS departure (nats)", n, lf["rms"], None, lf["p"]),
+                power=lambda a, lf=lf, total=total: lack_of_fit_mde(lf, total, a)), lf))
+    for g in p.get("laws_nd") or []:
+        if g.get("k") is None:
+            continue
+        n = min(c["n"] for c in g["cells"] if c["in_nd_fit"] and c["penalty"] > 0)
+        for c in g["coefs"][1:]:
+            what = {"gamma_D": "tokens D at fixed N", "gamma_N": "size N at fixed D"}[c["name"]]
+            pairs.append((dict(model_hypothesis(
+                f"{lab(g['variant'])}INT{g['bits']} N-D law: {c['name']} != 0 (the penalty changes with {what})",
+                f"OLS t on {g['dof']} dof over the {g['n']} fit cells' mean penalties (log space)", n, c["est"],
+                [c["lo"], c["hi"]], c["p"]), power=lambda a, c=c, dof=g["dof"]: coef_mde(c["se"], dof, a)), c))
+        lf = g.get("lack_of_fit")
+        if lf:
+            total = sum(c["n"] for c in g["cells"] if c["in_nd_fit"] and c["penalty"] > 0)
+            pairs.append((dict(model_hypothesis(
+                f"{lab(g['variant'])}INT{g['bits']}: the penalty departs from the N-D law at its {g['n']} fit cells",
+                f"lack-of-fit F({lf['df1']}, {lf['df2']}) against the pooled seed variance; effect: RMS departure (nats)",
+                n, lf["rms"], None, lf["p"]), power=lambda a, lf=lf, total=total: lack_of_fit_mde(lf, total, a)), lf))
+    for r in p.get("variant_contrasts") or []:
+        pairs.append((model_hypothesis(
+            f"{lab(r['variant'])}INT{r['bits']} at {r['size']}: the penalty differs from the grid's (probe - grid)",
+            "paired t over seeds", r["n"], r["mean_diff"], r["ci"], r["p"], sd=r["sd"], per_seed=r["per_seed"]), r))
+    fam = decide_family([h for h, _ in pairs], BETTER_LEVEL)
+    fam["grid_variant"] = grid
+    for h, (_, row) in zip(fam["hypotheses"], pairs):
+        power = h.pop("power", None)  # an F or coefficient test: its own detectable effect, not a paired t's
+        if power is not None:
+            h["mde"] = power(fam["alpha"] / max(fam["m"], 1))
+        row.update(p_holm=h["p_holm"], passed=h["passed"], mde=h["mde"])
+    for r in p.get("variant_contrasts") or []:
+        r["verdict"] = ("smaller" if r["mean_diff"] < 0 else "larger") if r["passed"] else "not distinguishable"
+    for t in q["int4_transition"] or []:
+        for r in reversed(t["rows"]):  # ref lower at this size and every larger one
+            if not (r["passed"] and r["mean_diff"] > 0):
+                break
+            t["from_size"] = r["size"]
+    return fam
+
+
+def decided(r):
+    """A row's family verdict in words: 'passed' or 'not distinguishable' with the Holm-adjusted p."""
+    if r.get("p_holm") is None:
+        return "-"
+    return ("**passed**" if r["passed"] else "not distinguishable") + f" (p_holm {f(r['p_holm'], '.2g')})"
 
 
 def qat_md(q):
-    L = ["## 1. QAT schedule grid", "",
-         "Deployed metrics.val_loss, mean ± sd over seeds. z: paired z of (warmdown - best) over matched seeds"
-         " (positive: the best warmdown has the lower loss); best wins: seeds where the best is lower.", "",
-         f"**Verdict per (bits, size)** ({q['lr_rule']}):", ""]
+    L = ["## 1. QAT schedule grid", ""]
+    L += family_md(q.get("family"), "The family: every verdict of this analysis") if q.get("family") else []
+    L += ["Deployed metrics.val_loss, mean ± sd over seeds. Exploratory (outside the family): the lowest-mean "
+          "warmdown and, against each other warmdown, Δ and the raw paired t p over matched seeds (n - 1 dof, "
+          "no adjustment); lowest wins: seeds where the lowest-mean warmdown is lower.", "",
+          f"**Per (bits, size)** ({q['lr_rule']}):", ""]
     inter = {(r["variant"], r["size"], r["bits"]): r for r in q["interaction"]}
-    L += table(["variant", "bits", "size", "best warmdown (at LR)", "FP16 best", "same as FP16",
-                "other warmdowns: Δ, z, best wins", "bits x warmdown interaction vs FP16"],
+    L += table(["variant", "bits", "size", "lowest-mean warmdown (at LR)", "FP16 lowest", "same as FP16",
+                "other warmdowns: Δ, raw p, lowest wins", "bits x warmdown interaction vs FP16 (family)"],
                [[c["variant"] or "-", str(c["bits"]), c["size"], f"{f(c['best_warmdown'])} ({f(c['best_lr'])})",
                  f(c["fp16_best_warmdown"]), {True: "yes", False: "NO", None: "-"}[c["same_as_fp16"]],
-                 "; ".join(f"{f(r['warmdown'])}: {r['delta']:+.4f}, z {f(r['z'], '+.1f')}, {r['best_wins']}/{r['n_paired']}"
+                 "; ".join(f"{f(r['warmdown'])}: {r['delta']:+.4f}, p {f(r['p'], '.2g')}, {r['best_wins']}/{r['n_paired']}"
                            for r in c["warmdowns"] if r["z"] is not None),
-                 (lambda t: f"F={f(t['F'], '.2f')} ({t['df1']}, {t['df2']}), p={f(t['p'], '.2g')}" if t else "-")(
+                 (lambda t: f"F={f(t['F'], '.2f')} ({t['df1']}, {t['df2']}), p={f(t['p'], '.2g')}, {decided(t)}" if t else "-")(
                      inter.get((c["variant"], c["size"], c["bits"])))]
                 for c in q["verdict"]]) + [""]
-    L += ["The interaction column is the QAT seed's null put as a test: a two-way ANOVA of FP16 and this bit-width "
-          "over warmdowns (each at its best LR), seeds as blocks; a small p says the warmdown effect differs "
-          "between the two bit-widths. \"Same as FP16\" only compares the argmins.", ""]
+    L += ["The interaction is the QAT seed's null put as a test: per seed the penalty INT-b - FP16 at each warmdown "
+          "(each at its best LR), a repeated-measures F test of a change over warmdowns with seeds as blocks (a seed's "
+          "bit-width effect is its block, not error). \"Same as FP16\" only compares the argmins (descriptive).", ""]
+    if q["interaction"]:
+        L += table(["variant", "bits", "size", "seeds", "penalty by warmdown", "Δ penalty vs ref [95% CI]", "F", "p",
+                    "verdict"],
+                   [[r["variant"] or "-", str(r["bits"]), r["size"], str(r["n_seeds"]),
+                     ", ".join(f"{f(w)}: {m:+.4f}" for w, m in zip(r["warmdowns"], r["penalty_means"])),
+                     "; ".join(f"{f(d['warmdown'])}-{f(d['against'])}: " + ci(d["effect"], *(d["ci"] or (None, None)), "+.4f")
+                               for d in r["did"]),
+                     f(r["F"], ".2f"), f(r["p"], ".2g"),
+                     decided(r) + (f"; detectable {f(r.get('mde'), '.3g')}" if not r.get("passed") and r.get("mde") else "")]
+                    for r in q["interaction"]]) + [""]
     for t in q["int4_transition"] or []:
-        ref, short = f(t.get("ref_warmdown", REF_WARMDOWN)), f(t.get("short_warmdown", SHORT_WARMDOWN))  # older records
-        L += [f"**INT4 transition** {vtag(t['variant'])}(wd {ref} against wd {short}, paired over seeds; z > 0: {ref} lower; "
-              f"decisive: z >= {f(t['z_min'])}): " + "; ".join(
-                  f"{r['size']} z {f(r['z'], '+.1f')} ({r['wins']}/{r['n']})" for r in t["rows"]) +
-              f". Decisive at every size from: **{t['from_size'] or 'none'}**.", ""]
-    L += ["Per (bits, size, LR) cell:", ""]
-    L += table(["variant", "bits", "size", "lr", "best", "val_loss by warmdown (mean ± sd, n; z)"],
+        ref, short = f(t["ref_warmdown"]), f(t["short_warmdown"])
+        L += [f"**INT4 transition** {vtag(t['variant'])}(d = loss at wd {short} - at wd {ref} per seed, paired t, Holm "
+              f"within the family; passed with d > 0: wd {ref} lower): " + "; ".join(
+                  f"{r['size']} d {ci(r['mean_diff'], *(r['ci'] or (None, None)), '+.4f')}, p {f(r['p'], '.2g')}, "
+                  f"{r['wins']}/{r['n']} seeds, {decided(r)}" for r in t["rows"]) +
+              f". wd {ref} lower at every size from: **{t['from_size'] or 'none'}**.", ""]
+    for m in q["moves"]:
+        L += [f"**Does the best warmdown move with size?** {vtag(m['variant'])}{'FP16' if m['bits'] == 16 else 'INT' + str(m['bits'])}: "
+              f"gain of wd {f(m['ref_warmdown'])} over wd {f(m['short_warmdown'])} {m['gain_small']:+.4f} at {m['small']}, "
+              f"{m['gain_large']:+.4f} at {m['large']}; difference {ci(m['effect'], *(m['ci'] or (None, None)), '+.4f')}, "
+              f"p {f(m['p'], '.2g')}, {decided(m)}.", ""]
+    L += ["Per (bits, size, LR) cell (exploratory):", ""]
+    L += table(["variant", "bits", "size", "lr", "lowest", "val_loss by warmdown (mean ± sd, n; raw p against the lowest)"],
                [[c["variant"] or "-", str(c["bits"]), c["size"], f(c["lr"]), f(c["best_warmdown"]),
                  "; ".join(f"{f(r['warmdown'])}: {r['mean']:.4f} ± {f(r['sd'], '.2g')} (n={r['n']}"
-                           + (f", z {f(r['z'], '+.1f')})" if r["z"] is not None else ")") for r in c["warmdowns"])]
+                           + (f", p {f(r['p'], '.2g')})" if r["z"] is not None else ")") for r in c["warmdowns"])]
                 for c in q["cells"]]) + [""]
     return L
 
@@ -452,7 +637,7 @@ def penalty_md(p):
             lf = g.get("lack_of_fit")
             if lf:
                 L += ["", f"Lack of fit against the pooled seed variance (F test): F={lf['F']:.2f} on ({lf['df1']}, "
-                          f"{lf['df2']}) dof, p={lf['p']:.2g}."]
+                          f"{lf['df2']}) dof, p={lf['p']:.2g}, RMS departure {lf['rms']:.4f}; {decided(lf)}."]
             sc = g.get("seed_check")
             if sc:
                 zs = ", ".join(f"{h['size']} z={h['z_seed']:+.1f}" for h in g["held_out"] if h.get("z_seed") is not None)
@@ -477,6 +662,12 @@ def nd_md(p):
         L += [f"**{vtag(g['variant'])}INT{g['bits']}**: " + (
             f"k={g['k']:.3g}, gamma_N={g['gamma_N']:+.3f}, gamma_D={g['gamma_D']:+.3f}, R^2={f(g['r2'], '.3f')} on "
             f"{g['n']} cells; held-out coverage {g['coverage'] or '-'}." if g["k"] is not None else f"_{g['message']}._"), ""]
+        if g["k"] is not None:
+            lf = g.get("lack_of_fit")
+            L += ["Its exponents (OLS in log space, t on " + f"{g['dof']} dof, {p['level']:.0%} interval): " + "; ".join(
+                f"{c['name']} {ci(c['est'], c['lo'], c['hi'])}, p {f(c['p'], '.2g')}, {decided(c)}" for c in g["coefs"][1:])
+                + (f". Lack of fit against the pooled seed variance: F={lf['F']:.2f} on ({lf['df1']}, {lf['df2']}) dof, "
+                   f"p={lf['p']:.2g}, RMS departure {lf['rms']:.4f}; {decided(lf)}." if lf else "."), ""]
         if g["held_out"]:
             pi = lambda c, law: (f"{c[f'pred_{law}']:+.4f} [{f(c[f'lo_{law}'], '+.4f')}, {f(c[f'hi_{law}'], '+.4f')}]"
                                  + ("" if c.get(f"inside_{law}") is None else " ok" if c[f"inside_{law}"] else " **out**")
@@ -498,16 +689,17 @@ def contrasts_md(p):
         return []
     return (["### Probes against the grid: the penalty, paired over seeds", "",
              f"d = the probe's penalty - the grid's ({rows[0]['against'] or 'grid'}) at the same size and bits; "
-             f"smaller / larger: paired t test p < {f(BETTER_LEVEL)} over >= {MIN_SEEDS} seeds.", ""] +
-            table(["probe", "bits", "size", "Δ penalty", "t", "p", "seeds", "verdict"],
-                  [[r["variant"], str(r["bits"]), r["size"], f"{r['mean_diff']:+.4f}", f(r["z"], "+.2f"),
-                    f(r["p"], ".2g"), str(r["n"]), r["verdict"]] for r in rows]) + [""])
+             "smaller / larger: the family's rule (Holm-adjusted paired t p < 0.05 over >= 3 seeds).", ""] +
+            table(["probe", "bits", "size", "Δ penalty [95% CI]", "t", "p", "p (Holm)", "seeds", "verdict"],
+                  [[r["variant"], str(r["bits"]), r["size"], ci(r["mean_diff"], *(r["ci"] or (None, None)), "+.4f"),
+                    f(r["z"], "+.2f"), f(r["p"], ".2g"), f(r.get("p_holm"), ".2g"), str(r["n"]), str(r["verdict"])]
+                   for r in rows]) + [""])
 
 
 def grid_md(g):
-    L = ["## 3. Weight-to-grid distance", "",
+    L = ["## 3. Weight-to-grid distance (descriptive)", "",
          "Mean |w/s - round(w/s)| on the grid_bits grid (0.25 = uniform, 0 = snapped); ratio = QAT / FP16"
-         " over matched seeds.", ""]
+         " over matched seeds (per seed in analysis.json).", ""]
     return L + table(["grid_bits", "entry", "size", "lr", "warmdown", "bits", "d", "d FP16", "ratio", "seeds"],
                      [[str(r["grid_bits"]), vtag(r["variant"]) + r["key"], r["size"],
                        f(r["lr"]), f(r["warmdown"]), str(r["bits"]), f(r["d_qat"]), f(r["d_fp16"]),

@@ -128,8 +128,10 @@ def paired_hypothesis(claim, diffs, test="paired t over seeds", level=0.95):
     half = t_half_width(a, level) if n > 1 else None
     if n < 2:
         p = None
+    elif np.abs(a).max() < 1e-12:  # every seed's contrast is round-off: no effect, not an infinitely sure one
+        p = 1.0
     elif sd == 0:
-        p = 0.0 if mean != 0 else 1.0
+        p = 0.0
     else:
         p = float(2 * scistats.t.sf(abs(mean) / (sd / math.sqrt(n)), n - 1))
     return {"claim": claim, "test": test, "n": n, "effect": mean, "sd": sd,
@@ -424,6 +426,91 @@ def interaction_f(y, a, b, block):
     AB = np.column_stack([A[:, i] * B[:, j] for i in range(A.shape[1]) for j in range(B.shape[1])])
     small = ols(np.column_stack([A, B, S]), y)
     return nested_f(small, ols(np.column_stack([A, B, S, AB]), y))
+
+
+# The QAT bits x warmdown interaction as a repeated-measures test. interaction_f above lets one seed
+# effect stand for both bit-widths: a seed's bit-width effect (seed x bits) then sits in the error and
+# the F test loses its size and its power. Taking, per seed, the penalty p_sw = L_b,s,w - L_16,s,w at
+# each warmdown w puts seed x bits in its own stratum (a constant of seed s over w: a block) and
+# cancels seed x warmdown; what is left for the error is the seed x bits x warmdown residual, the
+# interaction's error term in the split-plot model.
+
+def repeated_measures_f(y):
+    """One-way repeated-measures ANOVA of y [n seeds x k conditions] with seeds as blocks (the textbook
+    subjects-by-treatments design): SS_cond = n sum_j (ybar_.j - ybar)^2, SS_seed = k sum_i (ybar_i. -
+    ybar)^2, SS_err = SS_total - SS_cond - SS_seed; F = (SS_cond / (k - 1)) / (SS_err / ((n - 1)(k - 1))).
+    For k = 2 it is the paired t test (F = t^2). Exact under compound symmetry (iid seed x condition
+    errors), as the QAT model's penalty has; no sphericity correction. -> F, df1, df2, p, ms_error, n, k,
+    means (per condition); F and p nan without error dof; with no error variance (up to round-off) p is
+    0 when the condition means differ and 1 when they do not (as paired_hypothesis with sd 0)."""
+    y = np.asarray(y, dtype=float)
+    if y.ndim != 2 or not np.all(np.isfinite(y)):
+        raise ValueError("repeated_measures_f needs a finite [seeds x conditions] array")
+    n, k = y.shape
+    grand = y.mean()
+    ss_cond = n * float(((y.mean(0) - grand) ** 2).sum())
+    # the residual directly (not SS_total minus the rest, which cancels to round-off noise)
+    ss_err = float(((y - y.mean(1, keepdims=True) - y.mean(0) + grand) ** 2).sum())
+    df1, df2 = k - 1, (n - 1) * (k - 1)
+    out = {"F": math.nan, "df1": df1, "df2": df2, "p": math.nan, "ms_error": None, "n": n, "k": k,
+           "means": y.mean(0).tolist()}
+    if df1 < 1 or df2 < 1:
+        return out
+    out["ms_error"] = ss_err / df2
+    tiny = y.size * (64 * np.finfo(float).eps * max(1.0, float(np.abs(y).max()))) ** 2  # zero up to round-off
+    if ss_err > tiny:
+        out["F"] = (ss_cond / df1) / out["ms_error"]
+        out["p"] = float(scistats.f.sf(out["F"], df1, df2))
+    else:  # every seed moved by exactly the same amount: sure of a change, unless there is none
+        out["F"], out["p"] = (math.inf, 0.0) if ss_cond > tiny else (0.0, 1.0)
+    return out
+
+
+def f_noncentrality_for_power(df1, df2, level=BETTER_LEVEL, power=0.8):
+    """The noncentrality lambda at which an F(df1, df2) test at this level rejects with this power (the
+    noncentral F's sf at the critical value equals power): what every F test's detectable effect is made of."""
+    from scipy.optimize import brentq
+    crit = scistats.f.ppf(1 - level, df1, df2)
+    return float(brentq(lambda lam: scistats.ncf.sf(crit, df1, df2, lam) - power, 1e-9, 1e5))
+
+
+def rm_anova_mde(ms_error, n, k, level=BETTER_LEVEL, power=0.8):
+    """The smallest difference delta between two condition means (the other k - 2 at their midpoint)
+    that repeated_measures_f detects with this power at this level: the noncentral F(k - 1, (n - 1)(k - 1))
+    with noncentrality n sum_j (mu_j - mu)^2 / sigma^2 = n delta^2 / (2 ms_error). For k = 2 this is
+    min_detectable_effect of the paired t test on the per-seed difference (ms_error = sd_d^2 / 2).
+    None without an error variance or below 2 seeds / 2 conditions."""
+    if ms_error is None or not ms_error > 0 or n < 2 or k < 2:
+        return None
+    return math.sqrt(2 * f_noncentrality_for_power(k - 1, (n - 1) * (k - 1), level, power) * ms_error / n)
+
+
+def lack_of_fit_mde(lof, n_total, level=BETTER_LEVEL, power=0.8):
+    """The smallest root mean square departure of the group means from a law (weighted by replicates, as
+    law_lack_of_fit's rms) that lack_of_fit_f detects with this power: noncentrality sum n_i dev_i^2 /
+    sigma^2 = n_total rms^2 / ms_pe. None without the test."""
+    if not lof or not lof.get("ms_pe") or not n_total:
+        return None
+    return math.sqrt(f_noncentrality_for_power(lof["df1"], lof["df2"], level, power) * lof["ms_pe"] / n_total)
+
+
+def coef_mde(se, dof, level=BETTER_LEVEL, power=0.8):
+    """The smallest coefficient a two-sided t test (t = est / se on dof) detects with this power: the
+    paired-t detectable effect with noncentrality est / se (min_detectable_effect with sd = se sqrt(dof + 1))."""
+    if se is None or not se > 0 or dof < 1:
+        return None
+    return min_detectable_effect(se * math.sqrt(dof + 1), dof + 1, level, power)
+
+
+def ols_coef_tests(fit):
+    """Two-sided t test of each coefficient of an ols() fit against 0 (t = est / se on its residual dof):
+    the same coefficient dicts with t and p added (None without residual dof or se)."""
+    out = []
+    for c in fit["coefs"]:
+        ok = fit["dof"] > 0 and c["se"] > 0 and math.isfinite(c["se"])
+        t = c["est"] / c["se"] if ok else None
+        out.append({**c, "t": t, "p": float(2 * scistats.t.sf(abs(t), fit["dof"])) if ok else None})
+    return out
 
 
 def loglinear_nd_fit(N, D, y, level=0.95):

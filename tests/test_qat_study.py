@@ -11,6 +11,7 @@ import subprocess
 import numpy as np
 import pytest
 import torch
+from scipy import stats as scistats
 
 from conftest import ROOT
 import analyze
@@ -175,17 +176,57 @@ def test_tiny_grid_end_to_end(tmp_path):
 def test_paper_grid_interaction_and_int4_transition(paper_study):
     """The paper grid's planted truth: INT4 has no schedule effect below 40M (FP16 has), so the
     bits x warmdown interaction is there for INT4 at 15M and 30M and not for INT8 / INT6; wd 0.33
-    is decisive for INT4 from 50M on, and that is the transition."""
+    is lower for INT4 from 50M on (passed in the family, Holm-adjusted), and that is the transition."""
     rep, md = paper_study
     inter = {(r["size"], r["bits"]): r for r in rep["qat"]["interaction"] if r["variant"] == BASE}
     assert inter[("15M", 4)]["p"] < 1e-6 and inter[("30M", 4)]["p"] < 1e-6
-    assert all(inter[(s, b)]["p"] > 1e-3 for s in ("15M", "30M", "50M", "100M") for b in (8, 6))
-    assert inter[("15M", 6)]["n_seeds"] == 5 and inter[("15M", 6)]["df1"] == 2
+    assert inter[("15M", 4)]["passed"] and inter[("30M", 4)]["passed"]
+    assert all(inter[(s, b)]["p"] > 1e-3 and not inter[(s, b)]["passed"] for s in ("15M", "30M", "50M", "100M")
+               for b in (8, 6))
+    # the repeated-measures F of 5 seeds x 3 warmdowns, and the difference in differences beside it
+    assert inter[("15M", 6)]["n_seeds"] == 5 and (inter[("15M", 6)]["df1"], inter[("15M", 6)]["df2"]) == (2, 8)
+    assert [d["warmdown"] for d in inter[("15M", 6)]["did"]] == [0.1, 0.6]
+    # planted at 15M INT4: the penalty at 0.1 is lower than at 0.33 by FP16's schedule cost 0.4 (0.23)^2
+    d01 = inter[("15M", 4)]["did"][0]
+    assert d01["ci"][0] < -0.4 * 0.23 ** 2 < d01["ci"][1]
     t = next(t for t in rep["qat"]["int4_transition"] if t["variant"] == BASE)
     assert [r["size"] for r in t["rows"]] == ["3M", "5M", "8M", "15M", "20M", "30M", "50M", "100M"]
-    assert t["from_size"] == "50M" and all(r["decisive"] for r in t["rows"][-2:])
+    assert t["from_size"] == "50M" and all(r["passed"] and r["mean_diff"] > 0 for r in t["rows"][-2:])
+    assert not any(r["passed"] for r in t["rows"][:-2])  # the planted tie below 40M
     assert all(r["wins"] == 10 and r["z"] > 10 for r in t["rows"][-2:])
-    assert "bits x warmdown interaction" in md and "Decisive at every size from: **50M**" in md
+    assert "bits x warmdown interaction" in md and "lower at every size from: **50M**" in md
+
+
+def test_paper_grid_family_decides_every_verdict_and_stores_per_seed_values(paper_study):
+    """One declared family (qat.family): every tested statement a hypothesis, Holm-adjusted together;
+    the nulls carry the effect their test would have detected; every cell keeps its per-seed values."""
+    rep, md = paper_study
+    fam = rep["qat"]["family"]
+    hyps = fam["hypotheses"]
+    assert fam["m"] == len(hyps) == sum(h["p"] is not None for h in hyps)
+    assert all(h["p_holm"] >= h["p"] for h in hyps if h["p"] is not None)
+    claims = " | ".join(h["claim"] for h in hyps)
+    for what in ("bits x warmdown interaction", "INT4 at 50M: wd 0.1 against wd 0.33", "the best warmdown moves with size",
+                 "departs from the law alpha + beta ln N", "gamma_D != 0", "the penalty differs from the grid's"):
+        assert what in claims, what
+    inter = [h for h in hyps if "interaction" in h["claim"]]
+    nulls = [h for h in inter if not h["passed"]]
+    assert nulls and all(h["mde"] and h["mde"] > 0 for h in nulls)
+    # the F and coefficient tests carry their own detectable effect beside a null too
+    laws = [h for h in hyps if "departs from" in h["claim"] or "N-D law" in h["claim"]]
+    assert laws and all(h["mde"] > 0 for h in laws if not h["passed"])
+    # the planted FP16 schedule cost is the same at every size (the extremes with both warmdowns: the INT4
+    # probe's 3M and the held-out 350M): "moves with size" does not pass for FP16
+    moves = {r["bits"]: r for r in rep["qat"]["moves"] if r["variant"] == BASE}
+    assert (moves[16]["small"], moves[16]["large"]) == ("3M", "350M") and not moves[16]["passed"]
+    assert moves[4]["passed"] and moves[4]["effect"] > 0  # INT4: no gain below 40M, a gain above
+    # per-seed values everywhere a mean is stored
+    cell = rep["qat"]["cells"][0]["warmdowns"][0]
+    assert len(cell["per_seed"]) == cell["n"] and np.mean(list(cell["per_seed"].values())) == pytest.approx(cell["mean"])
+    law = next(g for g in rep["penalty_law"]["laws"] if g["variant"] == BASE and g["bits"] == 6)
+    assert all(len(r["per_seed"]) == r["n"] for r in law["sizes"])
+    assert all(len(r["per_seed"]) == r["n"] for r in rep["penalty_law"]["variant_contrasts"])
+    assert "The family: every verdict of this analysis" in md
 
 
 ND = (0.8, 0.4, 0.25)  # k, gamma_N, gamma_D of the planted INT6 law
@@ -225,6 +266,9 @@ def test_int4_transition_follows_ref_warmdown():
     assert (t["ref_warmdown"], t["short_warmdown"]) == (0.33, 0.1) and t["rows"][0]["z"] > 0
     t = analyze_qat.int4_transition(at_best, {"14K": 0}, ref=0.6)[0]
     assert t["ref_warmdown"] == 0.6 and t["rows"][0]["z"] < 0 and t["rows"][0]["mean_diff"] == pytest.approx(-0.2)
+    # the paired t test on n - 1 dof, with its interval (no z >= 3 rule)
+    assert t["rows"][0]["p"] == pytest.approx(scistats.ttest_rel(list(cell[0.1].values()), list(cell[0.6].values())).pvalue)
+    assert t["rows"][0]["ci"][0] < -0.2 < t["rows"][0]["ci"][1] and "z_min" not in t
 
 
 def test_fp16_meets_int4_at_the_lrs_int4_was_run_at():
