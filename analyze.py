@@ -310,7 +310,7 @@ def main(argv=None):
     if args.power:
         return power(args.power, args.seeds, args.effect)
     if not args.folders:
-        ap.error("give at least one folder of runs (or --verdicts DIR)")
+        ap.error("the following arguments are required: folders (a folder of runs; or --verdicts, --refamily or --power DIR)")
     if not 0 < args.level < 1:
         ap.error(f"--level {args.level:g} must be in (0, 1)")
     missing = [d for d in args.folders if not os.path.isdir(d)]
