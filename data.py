@@ -137,13 +137,14 @@ def train_batch(cfg, block, corpus, step):
     import tasks  # here, not at the top: prepare's worker processes need neither torch nor tasks
     rng = np.random.default_rng([cfg.seed, step, 1])
     rows = cfg.batch_size
-    if cfg.short_frac > 0 and rng.random() < cfg.short_frac:
+    short = cfg.short_frac > 0 and rng.random() < cfg.short_frac
+    if short:
         block, rows = cfg.short_block, rows * (block // cfg.short_block)
     if cfg.algo:
         return tasks.algo_targets(cfg.algo, tasks.algo_lengths(cfg.algo_len), rows, block, (cfg.seed, step),
                                   cfg.algo_offset)
     x, y = get_batch(corpus.train, rows, block, cfg.seed, step)
-    if cfg.task_mix > 0:
+    if cfg.task_mix > 0 and (short or not cfg.task_short_only):  # --task_short_only: long rows hold text only
         y = y.clone()  # x and y are views of one buffer; y gets masked below
         for r in np.flatnonzero(rng.random(rows) < cfg.task_mix):
             trng = random.Random(f"{cfg.seed}-{step}-{r}")
