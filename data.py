@@ -127,17 +127,20 @@ def get_batch(tokens, batch_size, block_size, seed, step):
     return xy[:, :-1], xy[:, 1:]
 
 
-def train_batch(cfg, block, corpus, step):
+def train_batch(cfg, block, corpus, step, iters=0):
     """The global batch of one training step (cfg: train.py's TrainConfig): text windows of
     get_batch, with optional short-context steps (--short_frac: same tokens, more rows), synthetic
     retrieval rows (--task_mix) or an algorithmic task instead of text (--algo). Like get_batch, a
-    pure function of (seed, step)."""
+    pure function of (seed, step); iters: the run's steps, which --short_warmup's first steps are
+    a share of."""
     import random
     import torch
     import tasks  # here, not at the top: prepare's worker processes need neither torch nor tasks
     rng = np.random.default_rng([cfg.seed, step, 1])
     rows = cfg.batch_size
-    short = cfg.short_frac > 0 and rng.random() < cfg.short_frac
+    short = cfg.short_frac > 0 and rng.random() < cfg.short_frac  # drawn also under --short_warmup: same stream
+    if cfg.short_frac > 0 and cfg.short_warmup:  # sequence length warmup (arXiv 2108.06084): the short steps first
+        short = step < round(cfg.short_frac * iters)
     if short:
         block, rows = cfg.short_block, rows * (block // cfg.short_block)
     if cfg.algo:

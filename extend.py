@@ -202,7 +202,7 @@ def child_config(parent_cfg, ec, block, original_len, iters, batch, out_dir, pea
     cfg = dataclasses.replace(
         parent_cfg, init_from=os.path.join(out_dir, "init.pt"), model={}, iters=iters, tokens=0, out_dir=out_dir,
         resume=os.path.exists(os.path.join(out_dir, "ckpt.pt")), overwrite=False, save_at="", device=ec.device,
-        quiet=ec.quiet, short_frac=ec.short_frac, short_block=original_len if ec.short_frac else 0,
+        quiet=ec.quiet, short_frac=ec.short_frac, short_block=original_len if ec.short_frac else 0, short_warmup=False,
         batch_size=batch, grad_accum=math.gcd(batch, parent_cfg.grad_accum),
         qat_start=0.0, **over, **({"data": ec.data} if ec.data else {}))  # a QAT parent: keep QAT on
     train.check_config(cfg)

@@ -51,6 +51,8 @@ class TrainConfig:
     cache_dir: str = flag("", "where raw corpora are prepared once ('' = data/cache)")
     short_frac: float = flag(0.0, "long/short mix: share of steps trained at --short_block instead")
     short_block: int = flag(0, "the short context of the mix (same tokens per step: more rows)")
+    short_warmup: bool = flag(False, "the --short_frac steps are the run's first ones (sequence length warmup, "
+                                     "arXiv 2108.06084), not drawn at random")
     task_mix: float = flag(0.0, "share of training sequences replaced by synthetic retrieval tasks")
     task_list: str = flag("passkey,niah_single,niah_multikey", "tasks.py TASKS mixed in by --task_mix")
     task_loss: str = flag("all", "task rows score all tokens | answer (only the answer tokens)")
@@ -252,7 +254,7 @@ def train_step(run, mult):
     for o in run.opts:
         for g in o.param_groups:
             g["lr"] = g["base_lr"] * mult
-    x, y = data.train_batch(cfg, run.mcfg.block_size, run.corpus, run.step)
+    x, y = data.train_batch(cfg, run.mcfg.block_size, run.corpus, run.step, run.iters)
     micro = len(x) // cfg.grad_accum
     per_rank = micro // dist.world
     loss_sum = torch.zeros((), device=dist.device)

@@ -281,6 +281,18 @@ def test_task_short_only_puts_the_task_rows_on_the_short_steps(tmp_path):
                for s in range(12) if data.train_batch(cfg, 128, corpus, s)[0].shape[1] == 128)
 
 
+def test_short_warmup_puts_the_short_steps_first(tmp_path):
+    """--short_warmup: the --short_frac share of the run's steps at --short_block come first (sequence
+    length warmup), the rest at the full block; without it they are drawn at random over the run."""
+    cfg = tiny_config(tmp_path, block_size=64, batch_size=4, short_frac=0.25, short_block=32, short_warmup=True)
+    corpus = train.corpus_of(cfg)
+    widths = [data.train_batch(cfg, 64, corpus, step, iters=16)[0].shape for step in range(16)]
+    assert widths == [(8, 32)] * 4 + [(4, 64)] * 12
+    cfg.short_warmup = False
+    widths = [data.train_batch(cfg, 64, corpus, step, iters=16)[0].shape[1] for step in range(16)]
+    assert 32 in widths[4:] or 64 in widths[:4]  # drawn, not first
+
+
 def test_validation_is_deterministic_and_covers_the_split(tiny_run):
     cfg, result = tiny_run
     corpus = train.corpus_of(cfg)
