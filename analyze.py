@@ -30,7 +30,7 @@ import sys
 from collections import defaultdict
 
 from cli import OneLineParser, UserError, atomic_write, clean, finite_float
-from studyio import lineage_root, load_runs, run_kind, warn
+from studyio import lineage_root, load_runs, run_kind, warn, with_verdicts
 from analyze_qat import REF_WARMDOWN, qat_markdown, qat_plots, qat_study, records
 from analyze_longctx import longctx_md, longctx_plots, longctx_report
 from analyze_lengen import lengen_md, lengen_plots, lengen_report
@@ -137,9 +137,41 @@ def save_figures(figs, outdir):
     return written
 
 
+def write_verdicts(folder, report):
+    """Rewrite the verdicts section of folder/README.md (a study's write-up) from the report's families;
+    False when there is no README with the section's markers. Atomic: a failed write leaves it whole."""
+    path = os.path.join(folder, "README.md")
+    if not os.path.isfile(path):
+        return False
+    with open(path) as fh:
+        text = with_verdicts(fh.read(), report)
+    if text is None:
+        return False
+    atomic_write(path, text)
+    return True
+
+
+def verdicts_only(folder):
+    """analyze.py --verdicts DIR: the README section regenerated from DIR/analysis.json, no runs read."""
+    try:
+        with open(os.path.join(folder, "analysis.json")) as fh:
+            report = json.load(fh)
+    except (OSError, ValueError) as e:
+        warn(f"--verdicts {folder}: cannot read analysis.json ({e})")
+        return 2
+    if not write_verdicts(folder, report):
+        warn(f"--verdicts {folder}: no README.md with the verdicts markers there")
+        return 2
+    print(f"rewrote the verdicts section of {os.path.join(folder, 'README.md')}", file=sys.stderr)
+    return 0
+
+
 def main(argv=None):
     ap = OneLineParser(description="Statistics and reports over result.json / eval.json files.")
-    ap.add_argument("folders", nargs="+", help="folders searched recursively for result.json")
+    ap.add_argument("folders", nargs="*", help="folders searched recursively for result.json")
+    ap.add_argument("--verdicts", default=None, metavar="DIR",
+                    help="only rewrite the verdicts section of DIR/README.md from DIR/analysis.json (no runs read); "
+                         "an analysis written into a folder whose README.md has that section rewrites it too")
     ap.add_argument("--study", default=None,
                     help="comma list of studies to analyse (" + ", ".join(list(STUDIES) + list(ALIASES)) +
                          "); one study: every run read is its own (sweep.sh --post passes it). Default: each "
@@ -160,6 +192,10 @@ def main(argv=None):
                          "that counts as better (worse), with the paired t test over >= 3 seeds at p < 0.05")
     ap.add_bool("--no_plots", False, "skip the PNG plots")
     args = ap.parse_args(argv)
+    if args.verdicts:
+        return verdicts_only(args.verdicts)
+    if not args.folders:
+        ap.error("give at least one folder of runs (or --verdicts DIR)")
     if not 0 < args.level < 1:
         ap.error(f"--level {args.level:g} must be in (0, 1)")
     missing = [d for d in args.folders if not os.path.isdir(d)]
@@ -183,6 +219,8 @@ def main(argv=None):
         md = "\n".join(lines) + "\n"
         atomic_write(os.path.join(out, "analysis.md"), md)
         atomic_write(os.path.join(out, "analysis.json"), json.dumps(clean(rep), indent=1, allow_nan=False) + "\n")
+        if write_verdicts(out, json.loads(json.dumps(clean(rep)))):
+            print(f"rewrote the verdicts section of {os.path.join(out, 'README.md')}", file=sys.stderr)
     except OSError as e:
         warn(f"cannot write to {out}: {e}")
         return 1

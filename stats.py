@@ -7,7 +7,8 @@ seed", no arXiv id) and "Cracks in the Foundation" (arXiv 2608.10296, "long-cont
 to bottom: paired comparisons and the one rule for "better", seed summaries and intervals of a
 mean, the log-linear law and its intervals, OLS and its tests (nested F, leave-one-out, factorial
 designs, remove-one, lack of fit, interaction), the N-D law (arXiv 2505.14302). Holm's adjustment and the
-minimum detectable effect (power) sit beside the one rule; no study uses them yet.
+minimum detectable effect (power) sit beside the one rule, with a study's family of hypotheses
+(paired_hypothesis, model_hypothesis, decide_family) that every verdict word is decided by.
 """
 import itertools
 import math
@@ -94,6 +95,71 @@ def min_detectable_effect(sd, n, level=BETTER_LEVEL, power=0.8):
     # the far tail's cdf underflows to nan at large noncentrality: it is 0 there
     achieved = lambda nc: scistats.nct.sf(crit, dof, nc) + np.nan_to_num(scistats.nct.cdf(-crit, dof, nc)) - power
     return float(brentq(achieved, 0.0, 100.0) * sd / math.sqrt(n))
+
+
+def seeds_needed(sd, effect, level=BETTER_LEVEL, power=0.8, max_n=1000):
+    """Seeds a two-sided paired t test needs to detect a mean paired difference `effect` with this
+    power at this level, given the sd of the differences: the smallest n >= MIN_SEEDS whose
+    min_detectable_effect is <= |effect|; None when max_n seeds are not enough or sd is missing."""
+    if sd is None or not sd > 0 or not effect:
+        return None
+    for n in range(MIN_SEEDS, max_n + 1):
+        if min_detectable_effect(sd, n, level, power) <= abs(effect):
+            return n
+    return None
+
+
+# A study's family: the hypotheses its write-up decides, each a dict with claim, test, n, effect,
+# its seed-level 95% interval, raw p and (decide_family) the Holm-adjusted p within the family.
+# A verdict word needs `passed`: adjusted p < BETTER_LEVEL over >= MIN_SEEDS seeds (the one rule).
+# Beside a null: the smallest effect its test detects with 80% power at the family's strictest
+# Holm step (level / m), from its own n and observed sd, so "not distinguishable" says what it missed.
+
+
+def paired_hypothesis(claim, diffs, test="paired t over seeds", level=0.95):
+    """One hypothesis from its per-seed effects {seed: d} (d = A - B of matched seeds, or any per-seed
+    contrast whose mean is tested against 0): n, effect = mean d, sd of d, the t interval over seeds
+    (n - 1 dof), the raw two-sided p of the one-sample t test (= the paired t test) and the per-seed d."""
+    d = {s: float(v) for s, v in diffs.items() if v is not None and not math.isnan(float(v))}
+    a = np.array(list(d.values()), dtype=float)
+    n = int(a.size)
+    mean = float(a.mean()) if n else None
+    sd = sd1(a)
+    half = t_half_width(a, level) if n > 1 else None
+    if n < 2:
+        p = None
+    elif sd == 0:
+        p = 0.0 if mean != 0 else 1.0
+    else:
+        p = float(2 * scistats.t.sf(abs(mean) / (sd / math.sqrt(n)), n - 1))
+    return {"claim": claim, "test": test, "n": n, "effect": mean, "sd": sd,
+            "ci": [mean - half, mean + half] if half is not None and not math.isnan(half) else None,
+            "p": p, "per_seed": {str(s): v for s, v in d.items()}}
+
+
+def model_hypothesis(claim, test, n, effect, ci, p, sd=None, per_seed=None):
+    """One hypothesis decided by a test that is not a mean of per-seed contrasts (an F test, a
+    regression coefficient): the caller gives its numbers; n counts the seeds it rests on. sd, when
+    given, is the sd of a per-seed contrast whose detectable effect is quoted beside a null."""
+    return {"claim": claim, "test": test, "n": int(n), "effect": effect, "sd": sd, "ci": ci, "p": p,
+            "per_seed": per_seed}
+
+
+def decide_family(hypotheses, alpha=BETTER_LEVEL, power=0.8):
+    """The family decided: each hypothesis gains p_holm (holm over the family's raw p's), passed
+    (p_holm < alpha with n >= MIN_SEEDS), direction (+1 / -1 / 0: the sign of its effect when passed)
+    and mde (min_detectable_effect at alpha / m, the strictest Holm step, from its n and sd; None
+    without an sd). Returns {"alpha", "m", "rule", "hypotheses"}; the input dicts are not changed."""
+    hyps = [dict(h) for h in hypotheses]
+    m = sum(h["p"] is not None for h in hyps)
+    for h, adj in zip(hyps, holm([h["p"] for h in hyps])):
+        h["p_holm"] = adj
+        h["passed"] = bool(adj is not None and h["n"] >= MIN_SEEDS and adj < alpha)
+        h["direction"] = (1 if h["effect"] > 0 else -1 if h["effect"] < 0 else 0) if h["passed"] else 0
+        h["mde"] = (min_detectable_effect(h.get("sd"), h["n"], alpha / max(m, 1), power)
+                    if h.get("sd") is not None else None)
+    return {"alpha": alpha, "m": m, "rule": f"Holm-adjusted p < {alpha:g} over >= {MIN_SEEDS} seeds",
+            "hypotheses": hyps}
 
 
 def seed_stats(per_seed):

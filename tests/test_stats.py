@@ -218,3 +218,34 @@ def test_min_detectable_effect_has_the_power_it_claims():
         t = x.mean(1) / (x.std(1, ddof=1) / np.sqrt(n))
         rejected = np.mean(2 * sst.t.sf(np.abs(t), n - 1) < 0.05)
         assert rejected == pytest.approx(0.8, abs=0.015), (n, rejected)
+
+
+def test_paired_hypothesis_is_the_paired_t_test_with_its_interval():
+    a, b = [1.0, 2.0, 4.0, 3.5], [0.5, 1.2, 3.0, 3.4]
+    h = stats.paired_hypothesis("A above B", {s: x - y for s, (x, y) in enumerate(zip(a, b))})
+    t = scistats.ttest_rel(a, b)
+    assert h["n"] == 4 and h["p"] == pytest.approx(t.pvalue) and h["effect"] == pytest.approx(np.mean(np.subtract(a, b)))
+    half = scistats.t.ppf(0.975, 3) * np.std(np.subtract(a, b), ddof=1) / 2
+    assert h["ci"] == pytest.approx([h["effect"] - half, h["effect"] + half])
+    assert stats.paired_hypothesis("one seed", {0: 1.0})["p"] is None
+
+
+def test_decide_family_adjusts_by_holm_and_needs_three_seeds():
+    hyps = [stats.model_hypothesis(f"h{i}", "t", n, e, None, p, sd=1.0)
+            for i, (n, e, p) in enumerate([(3, 0.5, 0.01), (3, -0.2, 0.02), (2, 0.9, 0.001), (3, 0.1, 0.6)])]
+    fam = stats.decide_family(hyps)
+    assert fam["m"] == 4
+    assert [h["p_holm"] for h in fam["hypotheses"]] == pytest.approx([0.03, 0.04, 0.004, 0.6])
+    # the two-seed hypothesis has the smallest p but no verdict: the rule asks for >= 3 seeds
+    assert [h["passed"] for h in fam["hypotheses"]] == [True, True, False, False]
+    assert [h["direction"] for h in fam["hypotheses"]] == [1, -1, 0, 0]
+    # beside each null, the effect detectable at the strictest Holm step (0.05 / 4): larger than at 0.05
+    assert fam["hypotheses"][3]["mde"] == pytest.approx(stats.min_detectable_effect(1.0, 3, 0.0125))
+    assert fam["hypotheses"][3]["mde"] > stats.min_detectable_effect(1.0, 3)
+    assert "passed" not in hyps[0]  # the inputs are left as they were
+
+
+def test_seeds_needed_is_the_first_n_whose_detectable_effect_is_small_enough():
+    n = stats.seeds_needed(1.0, 1.0)
+    assert stats.min_detectable_effect(1.0, n) <= 1.0 < stats.min_detectable_effect(1.0, n - 1)
+    assert stats.seeds_needed(1.0, 5.0) == stats.MIN_SEEDS and stats.seeds_needed(None, 1.0) is None
