@@ -466,9 +466,10 @@ def test_multi_step_jobs_skip_done_steps(env):
     first = sweep(env, "-n", "longctx").stdout.splitlines()[0]
     assert first.split()[1] == "extend.py" and first.count(" && ") == lines[0].count(" && ") - 2
     n_ext = sum(l.count("extend.py ") for l in lines)
+    n_more = sum(l.count("--method none --factor 1 ") for l in lines)  # the control's first step: no evaluation
     assert sweep(env, "longctx").returncode == 0
     assert len(calls(env, "train.py")) == len(lines) - 1 and len(calls(env, "extend.py")) == n_ext
-    assert len(calls(env, "evaluate.py")) == len(lines) - 1 + n_ext
+    assert n_more == len(lines) and len(calls(env, "evaluate.py")) == len(lines) - 1 + n_ext - n_more
 
 
 def test_interrupt_then_rerun_finishes_each_run_once(env, tmp_path):
