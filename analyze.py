@@ -4,7 +4,11 @@ Statistics and reports for the studies of this project: the command line and the
     python analyze.py out/sweeps/qat out/sweeps/qat-probes --study qat --fit_sizes 14K,25K,39K --out DIR
 
 Reads every result.json (and the eval.json / grid.json next to it, if any) under the folders and
-writes analysis.md, analysis.json and PNG plots to --out (default: the first folder).
+writes analysis.md, analysis.json and PNG plots to --out (default: the first folder). Without runs:
+
+    python analyze.py --verdicts DIR    # DIR/README.md's verdicts section from DIR/analysis.json
+    python analyze.py --refamily DIR    # the families and verdicts of DIR/analysis.json decided again (REDECIDE)
+    python analyze.py --power DIR [--seeds N] [--effect X]   # power before the run (docs/cluster.md)
 
 The statistics are pure functions in stats.py; the run loading and the markdown and plot helpers
 are in studyio.py; each study is one file, analyze_<study>.py, with its report (a JSON-able dict),
@@ -30,11 +34,12 @@ import sys
 from collections import defaultdict
 
 from cli import OneLineParser, UserError, atomic_write, clean, finite_float
-from studyio import lineage_root, load_runs, run_kind, warn, with_verdicts
+from stats import power_plan
+from studyio import f, families, lineage_root, load_runs, run_kind, table, warn, with_verdicts
 from analyze_qat import REF_WARMDOWN, qat_markdown, qat_plots, qat_study, records
 from analyze_longctx import longctx_md, longctx_plots, longctx_report
-from analyze_lengen import lengen_md, lengen_plots, lengen_report
-from analyze_posenc import POSENC_FLAGS, posenc_md, posenc_plots, posenc_report
+from analyze_lengen import lengen_decide, lengen_md, lengen_plots, lengen_report
+from analyze_posenc import POSENC_FLAGS, posenc_decide, posenc_md, posenc_plots, posenc_report
 
 # =============================================================================
 # the registry of studies and the command line
@@ -51,6 +56,9 @@ STUDIES = {
                lambda rep: posenc_md(rep["posenc"]), posenc_plots),
 }
 ALIASES = {"qat-probes": "qat"}
+# study -> the pure function that decides its section's family and verdict fields from the section alone
+# (the study's report calls it too): analyze.py --refamily DIR re-decides a stored analysis.json with it
+REDECIDE = {"lengen": lengen_decide, "posenc": posenc_decide}
 
 
 def study_of(run, runs, extended=()):
@@ -113,6 +121,8 @@ def analyse(runs, args):
         study, markdown, plots = STUDIES[name]
         part = study(rs, args)  # a UserError (bad flag for this study) stops the whole analysis
         rep.update(part)
+        if name in REDECIDE:  # its markdown from what analysis.json stores, as --refamily renders it (inf -> null)
+            part = json.loads(json.dumps(clean(part)))
         try:  # one broken section must not take the others down
             lines += markdown(part)
             figs += plots(part) if not args.no_plots else []
@@ -137,6 +147,15 @@ def save_figures(figs, outdir):
     return written
 
 
+def write_analysis(out, rep, md):
+    """out/analysis.md and out/analysis.json, each written atomically, then the verdicts section of
+    out/README.md where it has one."""
+    atomic_write(os.path.join(out, "analysis.md"), md)
+    atomic_write(os.path.join(out, "analysis.json"), json.dumps(clean(rep), indent=1, allow_nan=False) + "\n")
+    if write_verdicts(out, json.loads(json.dumps(clean(rep)))):
+        print(f"rewrote the verdicts section of {os.path.join(out, 'README.md')}", file=sys.stderr)
+
+
 def write_verdicts(folder, report):
     """Rewrite the verdicts section of folder/README.md (a study's write-up) from the report's families;
     False when there is no README with the section's markers. Atomic: a failed write leaves it whole."""
@@ -151,18 +170,95 @@ def write_verdicts(folder, report):
     return True
 
 
-def verdicts_only(folder):
-    """analyze.py --verdicts DIR: the README section regenerated from DIR/analysis.json, no runs read."""
+def read_analysis(folder, flag):
+    """DIR/analysis.json as a dict, or None after a one-line warning naming the flag."""
     try:
         with open(os.path.join(folder, "analysis.json")) as fh:
             report = json.load(fh)
     except (OSError, ValueError) as e:
-        warn(f"--verdicts {folder}: cannot read analysis.json ({e})")
+        warn(f"{flag} {folder}: cannot read analysis.json ({e})")
+        return None
+    if not isinstance(report, dict):
+        warn(f"{flag} {folder}: analysis.json is not a JSON object")
+        return None
+    return report
+
+
+def verdicts_only(folder):
+    """analyze.py --verdicts DIR: the README section regenerated from DIR/analysis.json, no runs read."""
+    report = read_analysis(folder, "--verdicts")
+    if report is None:
         return 2
     if not write_verdicts(folder, report):
         warn(f"--verdicts {folder}: no README.md with the verdicts markers there")
         return 2
     print(f"rewrote the verdicts section of {os.path.join(folder, 'README.md')}", file=sys.stderr)
+    return 0
+
+
+def refamily(folder, no_plots=False):
+    """analyze.py --refamily DIR: the families and verdict fields of DIR/analysis.json decided again from
+    the per-seed values it stores, by the studies' own pure functions (REDECIDE, as a fresh analysis),
+    without the runs; analysis.json, analysis.md (its header kept, each study's markdown rendered from
+    the report), the plots it lists and the README's verdicts section are rewritten, each atomically."""
+    report = read_analysis(folder, "--refamily")
+    if report is None:
+        return 2
+    studies = list(report.get("studies") or {})
+    other = [s for s in studies if s not in REDECIDE or not isinstance(report.get(s), dict)]
+    if not studies or other:
+        warn(f"--refamily {folder}: no family function for {', '.join(other) or 'a file without studies'} "
+             f"(studies with one: {', '.join(REDECIDE)})")
+        return 2
+    for s in studies:
+        report[s] = REDECIDE[s](report[s])
+    report = json.loads(json.dumps(clean(report)))  # rendered from what analysis.json will hold, as a fresh analysis
+    head = f"# Analysis of {report.get('n_runs')} runs\n\n"
+    try:
+        with open(os.path.join(folder, "analysis.md")) as fh:  # the header names the folders analysed
+            old = fh.read()
+        head = old[:old.index("\n## ") + 1] if "\n## " in old else head
+    except OSError:
+        pass
+    lines = [line for s in studies for line in STUDIES[s][1](report)]
+    try:
+        if report.get("plots") and not no_plots:
+            figs = [fig for s in studies for fig in STUDIES[s][2](report) if fig[0] in report["plots"]]
+            save_figures(figs, folder)
+        write_analysis(folder, report, head + "\n".join(lines) + "\n")
+    except OSError as e:
+        warn(f"cannot write to {folder}: {e}")
+        return 1
+    print(f"re-decided the families of {os.path.join(folder, 'analysis.json')} ({', '.join(studies)}) and "
+          "rewrote analysis.md", file=sys.stderr)
+    return 0
+
+
+def power_md(family, seeds=None, effect=None):
+    """power_plan of one family as a markdown table."""
+    plan = power_plan(family, seeds, effect)
+    rows = [[r["claim"], str(r["n"]), f(r["sd"], ".3g"), f(r["effect"], "+.3g"), str(r["planned_seeds"]),
+             f(r["detectable"], ".3g"), f(r["target"], ".3g"), f(r["seeds_needed"])] for r in plan["rows"]]
+    return ([f"{family['m']} hypotheses, each at level {family['alpha']:g}/{family['m']} = {plan['level']:.3g} (the "
+             f"strictest Holm step) with {plan['power']:.0%} power; sd: of the per-seed contrast; '-': no sd "
+             "(a model test, or every seed equal), or over 1000 seeds.", ""]
+            + table(["claim", "seeds", "sd", "effect", "planned seeds", "detectable at them", "effect named",
+                     "seeds needed"], rows))
+
+
+def power(folder, seeds=None, effect=None):
+    """analyze.py --power DIR: for each hypothesis of DIR/analysis.json's families, the effect detectable at
+    the planned seeds and the seeds needed for the named effect (stats.power_plan); nothing is written."""
+    report = read_analysis(folder, "--power")
+    if report is None:
+        return 2
+    fams = families(report)
+    if not fams:
+        warn(f"--power {folder}: analysis.json declares no family (analyse the runs again, or "
+             f"python analyze.py --refamily {folder} for a study that has one: {', '.join(REDECIDE)})")
+        return 2
+    for title, fam in fams:
+        print("\n".join([f"## Power: {title[len('Verdicts: '):]}", ""] + power_md(fam, seeds, effect) + [""]))
     return 0
 
 
@@ -172,6 +268,15 @@ def main(argv=None):
     ap.add_argument("--verdicts", default=None, metavar="DIR",
                     help="only rewrite the verdicts section of DIR/README.md from DIR/analysis.json (no runs read); "
                          "an analysis written into a folder whose README.md has that section rewrites it too")
+    ap.add_argument("--refamily", default=None, metavar="DIR",
+                    help="decide the families of DIR/analysis.json again from its stored per-seed values (no runs "
+                         "read) and rewrite analysis.json, analysis.md, its plots and the README's verdicts section")
+    ap.add_argument("--power", default=None, metavar="DIR",
+                    help="print, for each hypothesis of DIR/analysis.json's families, the effect detectable at "
+                         "--seeds seeds and the seeds needed for --effect (power before the run; nothing written)")
+    ap.add_argument("--seeds", type=int, default=None, help="--power: planned seeds (default: each hypothesis's own n)")
+    ap.add_argument("--effect", type=finite_float, default=None,
+                    help="--power: the effect to detect, in each hypothesis's own units (default: its observed effect)")
     ap.add_argument("--study", default=None,
                     help="comma list of studies to analyse (" + ", ".join(list(STUDIES) + list(ALIASES)) +
                          "); one study: every run read is its own (sweep.sh --post passes it). Default: each "
@@ -192,8 +297,18 @@ def main(argv=None):
                          "that counts as better (worse), with the paired t test over >= 3 seeds at p < 0.05")
     ap.add_bool("--no_plots", False, "skip the PNG plots")
     args = ap.parse_args(argv)
+    if sum(x is not None for x in (args.verdicts, args.refamily, args.power)) > 1:
+        ap.error("--verdicts, --refamily and --power are separate modes: give one")
+    if args.seeds is not None and args.seeds < 2:
+        ap.error(f"--seeds {args.seeds}: a paired t test needs at least 2 seeds")
+    if args.effect is not None and not args.effect > 0:
+        ap.error(f"--effect {args.effect:g} must be > 0")
     if args.verdicts:
         return verdicts_only(args.verdicts)
+    if args.refamily:
+        return refamily(args.refamily, args.no_plots)
+    if args.power:
+        return power(args.power, args.seeds, args.effect)
     if not args.folders:
         ap.error("give at least one folder of runs (or --verdicts DIR)")
     if not 0 < args.level < 1:
@@ -217,10 +332,7 @@ def main(argv=None):
         if not args.no_plots:
             rep["plots"] = save_figures(figs, out)
         md = "\n".join(lines) + "\n"
-        atomic_write(os.path.join(out, "analysis.md"), md)
-        atomic_write(os.path.join(out, "analysis.json"), json.dumps(clean(rep), indent=1, allow_nan=False) + "\n")
-        if write_verdicts(out, json.loads(json.dumps(clean(rep)))):
-            print(f"rewrote the verdicts section of {os.path.join(out, 'README.md')}", file=sys.stderr)
+        write_analysis(out, rep, md)
     except OSError as e:
         warn(f"cannot write to {out}: {e}")
         return 1

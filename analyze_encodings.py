@@ -8,7 +8,7 @@ from collections import defaultdict
 import numpy as np
 
 from model import MODEL_WIDE_POS, POS_KINDS
-from stats import MIN_SEEDS, distinguishable
+from stats import MIN_SEEDS, decide_family
 from studyio import dget, f, num, parse_int, warn
 
 
@@ -55,18 +55,65 @@ ENCODING_ORDER = {e: i for i, e in enumerate(
 BASELINES = {"expe": "sinusoidal", "sinusoidal": "nope", "chunk": "swan"}
 
 
-def score_verdict(p, reference, margin, lower_is_better=False):
-    """The verdict of a paired comparison p (paired_acc) of scores with the reference encoding, by the
-    one rule for "better" (distinguishable: paired t test at BETTER_LEVEL over >= MIN_SEEDS seeds)
-    and a mean gap of at least the margin; otherwise "not distinguishable", with the numbers.
-    lower_is_better: p compares losses (a negative difference is better)."""
-    if p is None:
+def per_seed(st):
+    """The {seed: value} of a stats dict (stats.seed_stats); {} where a stored file lacks it (an analysis
+    written before the per-seed values were kept), so that its hypothesis is labelled, never invented."""
+    return (st or {}).get("per_seed") or {} if isinstance(st, dict) else {}
+
+
+def seed_diffs(a, b):
+    """{seed: a - b} over the seeds both per-seed dicts have a value for: the per-seed contrast of a
+    paired comparison (stats.paired_hypothesis tests its mean against 0)."""
+    return {s: a[s] - b[s] for s in a if s in b and a[s] is not None and b[s] is not None}
+
+
+def family_verdict(h, reference, margin, lower_is_better=False):
+    """The verdict of a decided family hypothesis h (stats.decide_family) comparing a cell with
+    `reference`: better / worse when it passed the one rule after Holm within the study's family
+    (adjusted p < BETTER_LEVEL over >= MIN_SEEDS seeds) and its mean gap is at least the margin;
+    otherwise "not distinguishable", with the raw and adjusted p and, beside the null, the smallest
+    effect the test would have detected (80% power at the family's strictest Holm step).
+    lower_is_better: h compares losses (a negative difference is better)."""
+    if h is None or not h["n"]:
         return f"no seeds in common with {reference}"
-    if distinguishable(p) and abs(p["mean_diff"]) >= margin:
-        return f"{'better' if (p['mean_diff'] < 0) == lower_is_better else 'worse'} than {reference}"
-    why = (f"{p['n']} seeds, fewer than {MIN_SEEDS}" if p["n"] < MIN_SEEDS else
-           f"paired t p={f(p['p'], '.2g')}" + (f", |Δ| < {f(margin)}" if distinguishable(p) else ""))
-    return f"not distinguishable from {reference} (Δ {p['mean_diff']:+.3f}, {why})"
+    if h["passed"] and abs(h["effect"]) >= margin:
+        return f"{'better' if (h['effect'] < 0) == lower_is_better else 'worse'} than {reference}"
+    if h["n"] < MIN_SEEDS:
+        why = f"{h['n']} seeds, fewer than {MIN_SEEDS}"
+    else:
+        why = (f"p={f(h['p'], '.2g')}, Holm p={f(h['p_holm'], '.2g')}" + (f", |Δ| < {f(margin)}" if h["passed"] else "")
+               + (f"; detectable: {f(h['mde'], '.3g')}" if h.get("mde") else ""))
+    return f"not distinguishable from {reference} (Δ {h['effect']:+.3f}, {why})"
+
+
+def exploratory(p):
+    """A paired comparison (stats.paired_acc) outside the study's family: its numbers, no verdict word."""
+    if p is None:
+        return "exploratory: no seeds in common"
+    return f"exploratory, outside the family (Δ {p['mean_diff']:+.3f}, raw paired t p={f(p['p'], '.2g')})"
+
+
+class Family:
+    """A study's family under construction: add(id, hypothesis) in a fixed order, decide() once (Holm
+    over all of them, stats.decide_family), then get(id) gives each decided hypothesis (None for an id
+    never added). The id names where the hypothesis came from in the report ("cells/copy/nope/score")."""
+
+    def __init__(self):
+        self.hyps, self.by_id = [], {}
+
+    def add(self, hid, hyp):
+        if hyp["n"] < 2:  # no p: not counted in the family's m, and said so
+            hyp = dict(hyp, test=hyp["test"] + " (excluded: fewer than 2 per-seed values stored)")
+        self.hyps.append(dict(hyp, id=hid))
+        return hid
+
+    def decide(self):
+        fam = decide_family(self.hyps)
+        self.by_id = {h["id"]: h for h in fam["hypotheses"]}
+        return fam
+
+    def get(self, hid):
+        return self.by_id.get(hid)
 
 
 def cells_by_seed(keyed, what):

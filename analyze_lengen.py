@@ -3,14 +3,15 @@ The lengen study: length generalisation on algorithmic tasks (train short, test 
 match by input length per (task, encoding) over seeds, gated in distribution, and the
 training-length threshold sweep. Reads top to bottom: its report, its markdown, its plots.
 """
+import copy
 import os
 from collections import defaultdict
 
-from stats import BETTER_LEVEL, MIN_SEEDS, paired_acc, seed_stats
-from studyio import (dget, f, figures, no_data, num, paired_cell, parse_int, pm, run_kind, table,
+from stats import BETTER_LEVEL, MIN_SEEDS, paired_acc, paired_hypothesis, seed_stats
+from studyio import (dget, f, family_md, figures, no_data, num, paired_cell, parse_int, pm, run_kind, table,
                      variant_fields)
-from analyze_encodings import (BASELINES, ENCODING_KEYS, ENCODING_ORDER, by_length_panel, cells_by_seed,
-                               encoding, hope_pairs, score_verdict)
+from analyze_encodings import (BASELINES, ENCODING_KEYS, ENCODING_ORDER, Family, by_length_panel, cells_by_seed,
+                               encoding, family_verdict, hope_pairs, per_seed, seed_diffs)
 
 
 def lengen_report(runs, gate=0.9, margin=0.05, reference="rope"):
@@ -20,8 +21,8 @@ def lengen_report(runs, gate=0.9, margin=0.05, reference="rope"):
     mean in-distribution exact match is below `gate` has not learned the task; it is listed under
     "excluded" and gets no extrapolation verdict. A learned cell is compared with the `reference`
     encoding's cell of the same task and variant (when that one is learned too), paired over seeds,
-    per bin past N and on the score; verdict on the score by score_verdict (the paired t test at
-    BETTER_LEVEL over >= MIN_SEEDS seeds, and a mean difference of at least `margin`)."""
+    per bin past N and on the score; the verdicts come from the study's family (lengen_decide: Holm within
+    it, the one rule, and a mean difference of at least `margin`)."""
     algo = [r for r in runs if run_kind(r) == "algo"]
     if not algo:
         return None
@@ -89,23 +90,22 @@ def lengen_report(runs, gate=0.9, margin=0.05, reference="rope"):
         elif not ref["learned"]:
             c["verdict"] = f"no comparison: {reference} not learned in distribution"
         else:
-            c["vs_reference"] = lengen_paired(c, ref)
-            c["verdict"] = score_verdict(c["vs_reference"]["score"], reference, margin)
+            c["vs_reference"] = lengen_paired(c, ref)  # its verdict: lengen_decide, from the family
         base = out.get((task, BASELINES.get(enc), variant))
         c["vs_baseline"] = None
         if base and c["learned"] and base["learned"]:
-            cmp = lengen_paired(c, base)
-            c["vs_baseline"] = dict(cmp, baseline=base["encoding"], verdict=score_verdict(cmp["score"], base["encoding"], margin))
+            c["vs_baseline"] = dict(lengen_paired(c, base), baseline=base["encoding"], verdict=None)
     order = ENCODING_ORDER
     ordered = sorted(out.values(), key=lambda c: (c["task"], c["variant"], order.get(c["encoding"], len(order)),
                                                  c["encoding"]))
     excluded = [{"task": c["task"], "encoding": c["encoding"], "variant": c["variant"], "n": c["n"],
                  "in_dist_mean": c["in_dist"]["mean"]} for c in ordered if not c["learned"]]
-    return {"gate": {"metric": "metrics.val_acc", "threshold": gate,
-                     "rule": "a cell enters the extrapolation verdict when the mean over seeds of its "
-                             "in-distribution exact match is >= threshold"},
-            "reference": reference, "margin": margin, "cells": ordered, "excluded": excluded,
-            "threshold": lengen_threshold(algo, gate)}
+    return lengen_decide({
+        "gate": {"metric": "metrics.val_acc", "threshold": gate,
+                 "rule": "a cell enters the extrapolation verdict when the mean over seeds of its "
+                         "in-distribution exact match is >= threshold"},
+        "reference": reference, "margin": margin, "cells": ordered, "excluded": excluded,
+        "threshold": lengen_threshold(algo, gate)})
 
 
 def lengen_paired(c, ref):
@@ -136,23 +136,10 @@ def bin_at(by_len, hi):
     return num(v.get("exact")) if isinstance(v, dict) else None
 
 
-def threshold_of(points, gate):
-    """The training-length threshold: the smallest N from which every trained length N' >= N holds
-    mean exact match >= gate at 2N' (and in distribution); None when the longest one does not.
-    points: [{train_len, in_dist, at_2x}] with stats (mean) values, any order."""
-    thr = None
-    for p in sorted(points, key=lambda p: p["train_len"], reverse=True):
-        ok = all(p[k]["mean"] is not None and p[k]["mean"] >= gate for k in ("in_dist", "at_2x"))
-        if not ok:
-            break
-        thr = p["train_len"]
-    return thr
-
-
 def lengen_threshold(algo, gate=0.9):
     """lengen.threshold: per (task, n_layer, encoding) trained at >= 2 maximum input lengths N (the
     threshold sweep's runs and the main grid's), over seeds: in-distribution exact match and exact match
-    in the bins ending at 2N and 3N, and the threshold (threshold_of)."""
+    in the bins ending at 2N and 3N; the threshold itself is decided with the family (lengen_decide)."""
     groups = defaultdict(lambda: defaultdict(dict))
     for r in algo:
         task = str(r["config"]["algo"])
@@ -176,17 +163,119 @@ def lengen_threshold(algo, gate=0.9):
                         "at_2x": seed_stats({s: bin_at(by_len[s], 2 * N) for s in rs}),
                         "at_3x": seed_stats({s: bin_at(by_len[s], 3 * N) for s in rs})})
         rows.append({"task": task, "n_layer": int(n_layer) if n_layer else None, "encoding": enc,
-                     "threshold": threshold_of(pts, gate), "by_train_len": pts})
+                     "by_train_len": pts})
     if not rows:
         return None
-    measured = {}
+    return {"rule": THRESHOLD_RULE.format(gate=gate), "gate": gate, "predicted_order": list(THRESHOLD_PREDICTED),
+            "rows": rows}
+
+
+THRESHOLD_RULE = (
+    "a row (task, layers, encoding) is excluded when no trained N reaches mean in-distribution exact match >= "
+    "{gate}. Otherwise its family test, at the longest trained N, is the one-sample t test over seeds of each "
+    "seed's min(in-distribution, N+1..2N exact match) - {gate}: passed above the gate, the threshold is the "
+    "smallest N from which every trained N' has every seed >= {gate} in distribution and at N'+1..2N' "
+    "(left-censored, '<= N', when that is the shortest N trained); passed below the gate, there is none up to "
+    "the longest N (right-censored: it may lie above); not passed, undecided")
+
+
+def threshold_holds(p, gate):
+    """The per-seed gate at one training length: every seed (>= MIN_SEEDS of them) has exact match >=
+    gate in distribution and in the bin N+1..2N."""
+    ind, a2 = per_seed(p["in_dist"]), per_seed(p["at_2x"])
+    seeds = [s for s in ind if ind[s] is not None and a2.get(s) is not None]
+    return len(seeds) >= MIN_SEEDS and all(ind[s] >= gate and a2[s] >= gate for s in seeds)
+
+
+def threshold_contrast(p, gate):
+    """{seed: min(in-distribution, N+1..2N exact match) - gate} at one training length: positive when
+    that seed holds the gate on both."""
+    ind, a2 = per_seed(p["in_dist"]), per_seed(p["at_2x"])
+    return {s: min(ind[s], a2[s]) - gate for s in ind if ind[s] is not None and a2.get(s) is not None}
+
+
+def threshold_decision(row, h, gate):
+    """(threshold, status) of a threshold row from its decided family hypothesis h (None: excluded)."""
+    pts = sorted(row["by_train_len"], key=lambda p: p["train_len"])
+    if h is None:
+        return None, f"excluded: not learned in distribution (mean >= {gate:g}) at any N"
+    if h["n"] < 2:
+        return None, f"undecided at N={pts[-1]['train_len']} (fewer than 2 per-seed values stored)"
+    if not h["passed"]:
+        return None, (f"undecided at N={pts[-1]['train_len']} (mean {h['effect']:+.3f} from the gate, "
+                      f"p={f(h['p'], '.2g')}, Holm p={f(h['p_holm'], '.2g')})")
+    if h["direction"] < 0:
+        return None, f"none up to N={pts[-1]['train_len']} (right-censored: it may lie above)"
+    thr = None
+    for p in reversed(pts):
+        if not threshold_holds(p, gate):
+            break
+        thr = p["train_len"]
+    if thr is None:
+        return None, f"none by the per-seed gate at N={pts[-1]['train_len']} (a seed below {gate:g})"
+    return thr, (f"<= {thr} (left-censored: the shortest N trained)" if thr == pts[0]["train_len"] else str(thr))
+
+
+def measured_order(rows):
+    """{n_layer: {ordered: [[tasks of one threshold], ...] lowest first, none: [tasks without a threshold
+    (none up to the longest N, or undecided)], excluded: [tasks]}}. Tied tasks stay in one group, sorted
+    by name: the order is what was measured, never broken toward the prediction."""
+    out = {}
     for depth in sorted({r["n_layer"] for r in rows if r["n_layer"]}):
-        at = {r["task"]: r["threshold"] for r in rows if r["n_layer"] == depth}
-        measured[str(depth)] = sorted(at, key=lambda t: (at[t] is None, at[t] or 0, THRESHOLD_PREDICTED.index(t)
-                                                         if t in THRESHOLD_PREDICTED else 99))
-    return {"rule": f"the smallest trained maximum length N from which every longer trained N' holds mean exact "
-                    f"match >= {gate} in distribution and in the bin ending at 2N' (null: the longest does not)",
-            "gate": gate, "predicted_order": list(THRESHOLD_PREDICTED), "measured_order": measured, "rows": rows}
+        rs = [r for r in rows if r["n_layer"] == depth]
+        excluded = [r for r in rs if r["status"].startswith("excluded")]
+        out[str(depth)] = {
+            "ordered": [sorted(r["task"] for r in rs if r["threshold"] == t)
+                        for t in sorted({r["threshold"] for r in rs if r["threshold"] is not None})],
+            "none": sorted(r["task"] for r in rs if r["threshold"] is None and r not in excluded),
+            "excluded": sorted(r["task"] for r in excluded)}
+    return out
+
+
+def lengen_decide(lg):
+    """The lengen section with its declared family decided (stats.decide_family: Holm within it) and every
+    verdict field derived from the family: a pure function of the section, so that a fresh analysis and
+    analyze.py --refamily (a stored analysis.json) decide alike. The family: each learned cell against the
+    reference (the score, paired over seeds), each learned cell against its BASELINES encoding (the score),
+    each threshold row learned at some N at its longest N (threshold_contrast). Per-bin comparisons
+    (vs_reference.by_length) are exploratory."""
+    if not lg:
+        return lg
+    lg = copy.deepcopy(lg)
+    ref, margin, gate = lg["reference"], lg["margin"], lg["gate"]["threshold"]
+    cells = {(c["task"], c["encoding"], c["variant"]): c for c in lg["cells"]}
+    fam, ids = Family(), {}
+    for i, c in enumerate(lg["cells"]):
+        name = f"{c['task']}: {c['encoding']}" + (f" [{c['variant']}]" if c["variant"] else "")
+        for kind, other in (("ref", ref if c["vs_reference"] is not None else None),
+                            ("base", (c.get("vs_baseline") or {}).get("baseline"))):
+            if other is not None:
+                o = cells[(c["task"], other, c["variant"])]
+                ids[i, kind] = fam.add(f"cells/{name}/vs {other}", paired_hypothesis(
+                    f"{name} vs {other}: score (exact match past N)",
+                    seed_diffs(per_seed(c["score"]), per_seed(o["score"]))))
+    th = lg.get("threshold")
+    for i, r in enumerate((th or {}).get("rows", [])):
+        pts = sorted(r["by_train_len"], key=lambda p: p["train_len"])
+        if any(p["in_dist"]["mean"] is not None and p["in_dist"]["mean"] >= gate for p in pts):
+            ids[i, "threshold"] = fam.add(f"threshold/{r['task']}/{r['n_layer']}/{r['encoding']}", paired_hypothesis(
+                f"threshold: {r['task']}, {r['n_layer']} layers, {r['encoding']}: min(in-dist, N+1..2N) - {gate:g} "
+                f"at N={pts[-1]['train_len']}", threshold_contrast(pts[-1], gate), test="one-sample t over seeds"))
+    lg["family"] = fam.decide()
+    for i, c in enumerate(lg["cells"]):
+        if (i, "ref") in ids:
+            c["verdict"] = family_verdict(fam.get(ids[i, "ref"]), ref, margin)
+        if (i, "base") in ids:
+            c["vs_baseline"]["verdict"] = family_verdict(fam.get(ids[i, "base"]), c["vs_baseline"]["baseline"], margin)
+        N = c["train_len"][1] if c["train_len"] else None
+        # "extrapolates": better than the reference by the family's rule and a bin past N at the gate
+        c["extrapolates"] = bool(c["verdict"].startswith("better") and N is not None and (c["held_to"] or 0) > N)
+    if th:
+        for i, r in enumerate(th["rows"]):
+            r["threshold"], r["status"] = threshold_decision(r, fam.get(ids.get((i, "threshold"))), gate)
+        th["rule"] = THRESHOLD_RULE.format(gate=gate)
+        th["measured_order"] = measured_order(th["rows"])
+    return lg
 
 
 def lengen_md(lg):
@@ -199,8 +288,9 @@ def lengen_md(lg):
          f">= {f(gate)}; a cell that is not is excluded from the verdict. held to: the longest length up to which "
          f"every bin's mean stays >= {f(gate)}. Δ {ref}: the score (mean exact match past N) minus {ref}'s, paired "
          f"over seeds, with paired z and the seeds where it is higher/lower; verdict: better/worse when the paired t "
-         f"test over >= {MIN_SEEDS} seeds gives p < {f(BETTER_LEVEL)} and |Δ| >= {f(lg['margin'])}, else not "
-         f"distinguishable.", ""]
+         f"test over >= {MIN_SEEDS} seeds passes Holm-adjusted p < {f(BETTER_LEVEL)} within the study's family "
+         f"(the table at the end) and |Δ| >= {f(lg['margin'])}, else not distinguishable, with the effect it could "
+         f"have detected; extrapolates: better, and held to past N.", ""]
     for task in dict.fromkeys(c["task"] for c in lg["cells"]):
         cs = [c for c in lg["cells"] if c["task"] == task]
         bins = sorted({b for c in cs for b in c["by_length"]}, key=parse_int)
@@ -215,7 +305,7 @@ def lengen_md(lg):
                         + [pm(c["by_length"].get(b)) for b in bins]
                         + [pm(c["score"]), f(c["held_to"]),
                            paired_cell(p),
-                           c["verdict"]])
+                           c["verdict"] + ("; extrapolates" if c.get("extrapolates") else "")])
         L += table(["encoding", "seeds", "in-dist", "learned"] + [span[b] for b in bins]
                    + ["score", "held to", f"Δ {ref} (z, higher/lower)", "verdict"], rows) + [""]
     ex = lg["excluded"]
@@ -224,10 +314,10 @@ def lengen_md(lg):
         f"({f(x['in_dist_mean'], '.3f')})" for x in ex) if ex else "none") + ".", ""]
     base = [c for c in lg["cells"] if c.get("vs_baseline")]
     if base:
-        L += ["Beside the reference (`vs_baseline`, the score paired over seeds):", ""]
+        L += ["Beside the reference (`vs_baseline`, the score paired over seeds; in the family):", ""]
         L += [f"- {c['task']}: {c['encoding']} vs {c['vs_baseline']['baseline']}: {paired_cell(c['vs_baseline']['score'])}, "
               f"{c['vs_baseline']['verdict']}" for c in base] + [""]
-    return L + threshold_md(lg.get("threshold"))
+    return L + threshold_md(lg.get("threshold")) + family_md(lg.get("family"), "Verdicts: lengen (the declared family)")
 
 
 def threshold_md(th):
@@ -243,11 +333,15 @@ def threshold_md(th):
         rows.append([r["task"], str(r["n_layer"]), r["encoding"]]
                     + [(f"{f(by[N]['at_2x']['mean'], '.2f')} ({f(by[N]['in_dist']['mean'], '.2f')} / "
                         f"{f(by[N]['at_3x']['mean'], '.2f')}) n={by[N]['n']}") if N in by else "-" for N in lens]
-                    + [f(r["threshold"]) if r["threshold"] is not None else "never"])
+                    + [r["status"]])
     L += table(["task", "layers", "encoding"] + [f"N={N}" for N in lens] + ["threshold"], rows) + [""]
+    order = []
+    for d, o in th["measured_order"].items():
+        parts = [" = ".join(g) for g in o["ordered"]] + ([f"no threshold: {', '.join(o['none'])}"] if o["none"] else [])
+        order.append(f"{d} layers: " + ("; ".join(parts) or "-")
+                     + (f" (excluded, not learned: {', '.join(o['excluded'])})" if o["excluded"] else ""))
     L += [f"Predicted order of the thresholds (lowest first): {', '.join(th['predicted_order'])}; measured "
-          "(never last): " + "; ".join(f"{d} layers: {', '.join(o)}" for d, o in th["measured_order"].items())
-          + ".", ""]
+          "(ties joined by =, never broken toward the prediction): " + "; ".join(order) + ".", ""]
     return L
 
 
@@ -278,14 +372,17 @@ def lengen_plots(rep):
 
 def threshold_plot(th):
     """lengen_threshold.png: exact match at 2N against the maximum training length N, one panel per
-    task, one line per (layers, encoding) with its seed band; the dashed line is the gate."""
+    task, one line per (layers, encoding) with its seed band and its threshold status in the legend
+    (crosses, dashed: a row never learned in distribution); the dashed line is the gate."""
     if not th:
         return []
     fig, panels = task_panels(th["rows"])
     colour = {}
     for ax, task, rs in panels:
         by_length_panel(ax, [(f"L{r['n_layer']}", f"{r['n_layer']} layers, {r['encoding']}"
-                              + (f" (threshold {r['threshold']})" if r["threshold"] is not None else " (never)"), True,
+                              + (f" (threshold {r['status']})" if r["threshold"] is not None
+                                 else "" if r["status"].startswith("excluded")  # the panel says "(not learned)"
+                                 else f" ({r['status'].split(' (')[0]})"), not r["status"].startswith("excluded"),
                               [(p["train_len"], p["at_2x"]) for p in r["by_train_len"]]) for r in rs], colour, clip=True)
         ax.axhline(th["gate"], color="grey", ls="--", lw=1)
         ax.set(title=task, xlabel="maximum training length N", ylabel="exact match at N+1..2N", ylim=(-0.03, 1.03))

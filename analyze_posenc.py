@@ -3,14 +3,16 @@ The posenc study: positional encodings trained short, evaluated long on text and
 LongPPL and retrieval by evaluation length per positional encoding, and chunk attention's
 ablations. Reads top to bottom: its report, its markdown, its plots.
 """
+import copy
 import math
 
 import numpy as np
 
-from stats import BETTER_LEVEL, MIN_SEEDS, paired_acc, seed_stats
-from studyio import dget, f, figures, no_data, num, paired_cell, parse_int, pm, run_kind, table
-from analyze_encodings import (BASELINES, CHUNK_ABLATIONS, ENCODING_ORDER, attn_by_distance, by_length_panel,
-                               cells_by_seed, encoding, hope_pairs, score_verdict)
+from stats import BETTER_LEVEL, MIN_SEEDS, paired_acc, paired_hypothesis, seed_stats
+from studyio import dget, f, family_md, figures, no_data, num, paired_cell, parse_int, pm, run_kind, table
+from analyze_encodings import (BASELINES, CHUNK_ABLATIONS, ENCODING_ORDER, Family, attn_by_distance, by_length_panel,
+                               cells_by_seed, encoding, exploratory, family_verdict, hope_pairs, per_seed,
+                               seed_diffs)
 
 
 POSENC_FLAGS = ("pos", "pos_pattern", "swan", "chunk_layers")  # a text run given one of these is a posenc run
@@ -25,7 +27,8 @@ def posenc_report(runs, gate=0.9, margin=0.05, reference="rope"):
     lengen's: learned when the mean exact match of every task at the training length is >= `gate`.
     Against the `reference` encoding's cell of the same training and length, paired over seeds at each
     length past training: the loss difference, and for learned retrieval cells the exact-match
-    difference with a verdict on the score (as lengen_report)."""
+    difference; the verdicts (loss past training, score) come from the study's family
+    (posenc_decide: Holm within it, the one rule, and a mean difference of at least `margin`)."""
     sel = [r for r in runs if run_kind(r) == "lm" and isinstance(r.get("eval"), dict)
            and any(k in r["config"]["model"] for k in POSENC_FLAGS)]
     if not sel:
@@ -79,55 +82,62 @@ def posenc_report(runs, gate=0.9, margin=0.05, reference="rope"):
                 for L, st in c["retrieval"][t]["exact"].items():
                     if parse_int(L) > c["train_len"] and L in ref["retrieval"].get(t, {}).get("exact", {}):
                         cmp["exact"][f"{t}@{L}"] = paired_acc(st["per_seed"], ref["retrieval"][t]["exact"][L]["per_seed"])
-            cmp["score"] = paired_acc(c["score"]["per_seed"], ref["score"]["per_seed"])
-            c["verdict"] = score_verdict(cmp["score"], reference, margin)
+            cmp["score"] = paired_acc(c["score"]["per_seed"], ref["score"]["per_seed"])  # verdict: posenc_decide
         c["vs_reference"] = cmp
     for (training, enc, block), c in out.items():
         base = out.get((training, BASELINES.get(enc), block))
-        c["vs_baseline"] = posenc_baseline(c, base, margin) if base else None
+        c["vs_baseline"] = posenc_baseline(c, base) if base else None
     order = ENCODING_ORDER
     ordered = sorted(out.values(), key=lambda c: (c["training"], c["train_len"] or 0,
                                                  order.get(c["encoding"], len(order)), c["encoding"]))
-    return {"gate": {"metric": "retrieval exact match at the training length", "threshold": gate},
-            "reference": reference, "margin": margin, "cells": ordered,
-            "excluded": [{"training": c["training"], "encoding": c["encoding"], "n": c["n"]}
-                         for c in ordered if c["learned"] is False],
-            "chunk_ablation": chunk_ablation(out, margin)}
+    return posenc_decide({"gate": {"metric": "retrieval exact match at the training length", "threshold": gate},
+                          "reference": reference, "margin": margin, "cells": ordered,
+                          "excluded": [{"training": c["training"], "encoding": c["encoding"], "n": c["n"]}
+                                       for c in ordered if c["learned"] is False],
+                          "chunk_ablation": chunk_ablation(out)})
 
 
-def mean_loss(cell, lengths):
-    """{seed: the cell's mean loss over the given evaluation lengths} (None for a seed missing one)."""
-    by = {s: [cell["loss_by_length"][L]["per_seed"].get(s) for L in lengths] for s in cell["seeds"]}
+def mean_loss(by_length, lengths):
+    """{seed: the mean loss over the given evaluation lengths} of a cell's loss_by_length (None for a
+    seed missing one); the seeds are the per-seed keys, as stored (a JSON file's are text)."""
+    seeds = dict.fromkeys(s for L in lengths for s in per_seed(by_length[L]))
+    by = {s: [per_seed(by_length[L]).get(s) for L in lengths] for s in seeds}
     return {s: float(np.mean(v)) if v and None not in v else None for s, v in by.items()}
 
 
-def posenc_baseline(c, base, margin):
+def past_lengths(by_length, other, train_len):
+    """The evaluation lengths past training where both loss_by_length dicts have a mean."""
+    return [L for L in by_length if train_len and parse_int(L) > train_len and by_length[L]["mean"] is not None
+            and (other.get(L) or {}).get("mean") is not None]
+
+
+def posenc_baseline(c, base):
     """posenc cells[].vs_baseline: a cell against its BASELINES encoding of the same training and length,
     paired over seeds: the loss at every length (training length included), the mean loss past
     training (loss_past, with the verdict on it, lower is better), and, when both learned retrieval,
     the score; None when there is neither."""
     lens = [L for L in c["loss_by_length"] if c["loss_by_length"][L]["mean"] is not None
             and (base["loss_by_length"].get(L) or {}).get("mean") is not None]  # text-trained cells only
-    past = [L for L in lens if c["train_len"] and parse_int(L) > c["train_len"]]
-    loss_past = paired_acc(mean_loss(c, past), mean_loss(base, past)) if past else None
+    past = past_lengths(c["loss_by_length"], base["loss_by_length"], c["train_len"])
+    loss_past = (paired_acc(mean_loss(c["loss_by_length"], past), mean_loss(base["loss_by_length"], past))
+                 if past else None)
     score = paired_acc(c["score"]["per_seed"], base["score"]["per_seed"]) if c["learned"] and base["learned"] else None
     if not lens and score is None:
         return None
     return {"baseline": base["encoding"],
             "loss": {L: paired_acc(c["loss_by_length"][L]["per_seed"], base["loss_by_length"][L]["per_seed"]) for L in lens},
-            "loss_past": loss_past,
-            "loss_verdict": score_verdict(loss_past, base["encoding"], margin, lower_is_better=True) if past else None,
-            "score": score, "score_verdict": score_verdict(score, base["encoding"], margin) if score else None}
+            "loss_past": loss_past, "loss_verdict": None,  # the verdicts: posenc_decide
+            "score": score, "score_verdict": None}
 
 
-def chunk_ablation(cells, margin=0.05, full="chunk"):
+def chunk_ablation(cells, full="chunk"):
     """posenc.chunk_ablation: each cell with one of chunk attention's principles removed
     (CHUNK_ABLATIONS) against the full chunk model's cell of the same training and length, paired over
     seeds. Text-trained cells: the loss at each length past training and its mean over those lengths
     (loss_past; lower is better). Retrieval-trained cells: the retrieval score and exact match per task
     and length past training, compared only when both learned retrieval in distribution (the full
     model's ability is shown before an ablation's effect on it is read); an ablation that did not learn
-    it is reported as such."""
+    it is reported as such. The verdicts of the compared rows: posenc_decide, from the family."""
     rows = []
     for (training, enc, block), c in cells.items():
         ref = cells.get((training, full, block))
@@ -136,12 +146,13 @@ def chunk_ablation(cells, margin=0.05, full="chunk"):
             continue
         cmp = {"score": None, "exact": {}, "loss": {}, "loss_past": None}
         if training == "text":  # loss by length past training, paired with the full chunk model's
-            past = [L for L in c["loss_by_length"] if parse_int(L) > (c["train_len"] or 0) and L in ref["loss_by_length"]]
+            past = past_lengths(c["loss_by_length"], ref["loss_by_length"], c["train_len"])
             cmp["loss"] = {L: paired_acc(c["loss_by_length"][L]["per_seed"], ref["loss_by_length"][L]["per_seed"])
                            for L in past}
-            cmp["loss_past"] = paired_acc(mean_loss(c, past), mean_loss(ref, past))  # negative: lower without it
-            verdict = (score_verdict(cmp["loss_past"], full, margin, lower_is_better=True) if past
-                       else "no lengths past training")
+            # negative: lower without it; the verdict: posenc_decide
+            cmp["loss_past"] = (paired_acc(mean_loss(c["loss_by_length"], past), mean_loss(ref["loss_by_length"], past))
+                                if past else None)
+            verdict = None if past else "no lengths past training"
         elif ref["learned"] is not True:
             verdict = f"no comparison: {full} retrieval not learned in distribution"
         elif c["learned"] is not True:
@@ -152,7 +163,7 @@ def chunk_ablation(cells, margin=0.05, full="chunk"):
                     if parse_int(L) > (c["train_len"] or 0) and L in ref["retrieval"].get(t, {}).get("exact", {}):
                         cmp["exact"][f"{t}@{L}"] = paired_acc(st["per_seed"], ref["retrieval"][t]["exact"][L]["per_seed"])
             cmp["score"] = paired_acc(c["score"]["per_seed"], ref["score"]["per_seed"])
-            verdict = score_verdict(cmp["score"], full, margin)
+            verdict = None  # posenc_decide
         rows.append({"ablation": flag, "value": CHUNK_ABLATIONS[flag][0], "encoding": enc, "training": training,
                      "train_len": c["train_len"], "n": c["n"], "learned": c["learned"], "full_learned": ref["learned"],
                      "retrieval": c["retrieval"], "score": c["score"], "full_score": ref["score"],
@@ -160,6 +171,75 @@ def chunk_ablation(cells, margin=0.05, full="chunk"):
                      "vs_full": cmp, "verdict": verdict})
     order = list(CHUNK_ABLATIONS)
     return sorted(rows, key=lambda r: (r["training"], r["train_len"] or 0, order.index(r["ablation"])))
+
+
+def posenc_decide(pe, full="chunk"):
+    """The posenc section with its declared family decided (stats.decide_family: Holm within it) and every
+    verdict field derived from the family: a pure function of the section (a fresh analysis and analyze.py
+    --refamily decide alike). The family, each paired over seeds: every encoding but the chunk ablations
+    against the reference, on the mean text loss past training (lower is better) and, both learned, on the
+    retrieval score; every cell against its BASELINES encoding (the same two); every chunk ablation
+    against the full chunk model (loss past training; score when both learned). Exploratory, outside the
+    family: the loss and exact match at each single length, and the chunk ablations against the reference."""
+    if not pe:
+        return pe
+    pe = copy.deepcopy(pe)
+    ref, margin = pe["reference"], pe["margin"]
+    cells = {(c["training"], c["encoding"], c["train_len"]): c for c in pe["cells"]}
+    ablated = {full + suf for _, suf in CHUNK_ABLATIONS.values()}
+    fam, ids = Family(), {}
+
+    def add(key, claim, a_loss, b_loss, train_len, a_score, b_score, scored):
+        """The loss-past and score hypotheses of one comparison (a against b), where they apply."""
+        past = past_lengths(a_loss, b_loss, train_len)
+        if past:
+            ids[key + ("loss",)] = fam.add(f"{claim}/loss", paired_hypothesis(
+                f"{claim}: mean text loss past training", seed_diffs(mean_loss(a_loss, past), mean_loss(b_loss, past))))
+        if scored:
+            ids[key + ("score",)] = fam.add(f"{claim}/score", paired_hypothesis(
+                f"{claim}: retrieval score (exact match past training)", seed_diffs(per_seed(a_score), per_seed(b_score))))
+
+    for i, c in enumerate(pe["cells"]):
+        name = f"{c['training']}: {c['encoding']}"
+        r = cells.get((c["training"], ref, c["train_len"]))
+        if r is not None and c["encoding"] != ref and c["encoding"] not in ablated:
+            add(("ref", i), f"{name} vs {ref}", c["loss_by_length"], r["loss_by_length"], c["train_len"],
+                c["score"], r["score"], (c["vs_reference"] or {}).get("score") is not None)
+        if c.get("vs_baseline"):
+            b = cells[(c["training"], c["vs_baseline"]["baseline"], c["train_len"])]
+            add(("base", i), f"{name} vs {b['encoding']}", c["loss_by_length"], b["loss_by_length"], c["train_len"],
+                c["score"], b["score"], c["vs_baseline"]["score"] is not None)
+    for i, row in enumerate(pe.get("chunk_ablation") or []):
+        add(("ablation", i), f"{row['training']}: {row['encoding']} vs {full}", row["loss_by_length"],
+            row["full_loss_by_length"], row["train_len"] if row["training"] == "text" else None,
+            row["score"], row["full_score"], row["vs_full"]["score"] is not None)
+    pe["family"] = fam.decide()
+
+    def verdict(key, other, lower_is_better=False):
+        return family_verdict(fam.get(ids[key]), other, margin, lower_is_better) if key in ids else None
+
+    for i, c in enumerate(pe["cells"]):
+        cmp = c["vs_reference"]
+        if cmp is not None:
+            r = cells[(c["training"], ref, c["train_len"])]
+            past = past_lengths(c["loss_by_length"], r["loss_by_length"], c["train_len"])
+            cmp["loss_past"] = (paired_acc(mean_loss(c["loss_by_length"], past), mean_loss(r["loss_by_length"], past))
+                                if past else None)
+            c["loss_verdict"] = (exploratory(cmp["loss_past"]) if c["encoding"] in ablated and past
+                                 else verdict(("ref", i, "loss"), ref, lower_is_better=True))
+            if cmp.get("score") is not None:
+                c["verdict"] = (exploratory(cmp["score"]) if c["encoding"] in ablated
+                                else verdict(("ref", i, "score"), ref))
+        else:
+            c["loss_verdict"] = None
+        b = c.get("vs_baseline")
+        if b:
+            b["loss_verdict"] = verdict(("base", i, "loss"), b["baseline"], lower_is_better=True)
+            b["score_verdict"] = verdict(("base", i, "score"), b["baseline"])
+    for i, row in enumerate(pe.get("chunk_ablation") or []):
+        v = verdict(("ablation", i, "loss"), full, lower_is_better=True) or verdict(("ablation", i, "score"), full)
+        row["verdict"] = v or row["verdict"]
+    return pe
 
 
 def posenc_md(pe):
@@ -170,8 +250,10 @@ def posenc_md(pe):
            f"Δ loss {ref}: mean over the lengths past training of the paired difference from {ref}'s (negative: "
            f"lower loss). Retrieval: exact match of the answer (rank among 5 in brackets); learned: mean exact "
            f"match at the training length >= {gate}; Δ {ref}: the score (mean exact match past training) minus "
-           f"{ref}'s, paired over seeds (z, seeds higher/lower); verdict: better/worse when the paired t test over "
-           f">= {MIN_SEEDS} seeds gives p < {f(BETTER_LEVEL)} and |Δ| >= {f(pe['margin'])}, else not distinguishable.")
+           f"{ref}'s, paired over seeds (z, seeds higher/lower); verdict (loss and retrieval): better/worse when the "
+           f"paired t test over >= {MIN_SEEDS} seeds passes Holm-adjusted p < {f(BETTER_LEVEL)} within the study's "
+           f"family (the table at the end) and |Δ| >= {f(pe['margin'])}, else not distinguishable, with the effect it "
+           f"could have detected; the chunk ablations against {ref} are exploratory (outside the family).")
     L = ["## 6. Positional encodings: train short, evaluate long", "", how, ""]
     for training in dict.fromkeys(c["training"] for c in pe["cells"]):
         cs = [c for c in pe["cells"] if c["training"] == training]
@@ -181,13 +263,13 @@ def posenc_md(pe):
             L += [f"**{training}-trained: loss by length**", ""]
             rows = []
             for c in cs:
-                d = [v["mean_diff"] for v in ((c["vs_reference"] or {}).get("loss") or {}).values() if v]
                 rows.append([c["encoding"], str(c["n"]), f(c["train_len"])] + [pm(c["loss_by_length"].get(L))
                                                                             for L in lens]
                             + [pm(c["longppl_by_length"].get(lens[-1]), ".2f"),
-                               f"{np.mean(d):+.3f}" if d else "-"])
+                               paired_cell((c["vs_reference"] or {}).get("loss_past")),
+                               c.get("loss_verdict") or ("reference" if c["encoding"] == ref else "-")])
             L += table(["encoding", "seeds", "train len"] + [f"loss@{x}" for x in lens]
-                       + [f"LongPPL@{lens[-1]}", f"Δ loss {ref}"], rows) + [""]
+                       + [f"LongPPL@{lens[-1]}", f"Δ loss {ref} past training", "loss verdict"], rows) + [""]
         for t in sorted({t for c in cs for t in c["retrieval"]}):
             tl = sorted({L for c in cs for L in c["retrieval"].get(t, {}).get("exact", {})}, key=parse_int)
             L += [f"**{training}-trained: {t} retrieval**", ""]
@@ -205,7 +287,8 @@ def posenc_md(pe):
                        rows) + [""]
     base = [c for c in pe["cells"] if c.get("vs_baseline")]
     if base:
-        L += ["Beside the reference (`vs_baseline`, paired over seeds; loss: mean past training, lower is better):", ""]
+        L += ["Beside the reference (`vs_baseline`, paired over seeds, in the family; loss: mean past training, "
+              "lower is better):", ""]
         for c in base:
             b = c["vs_baseline"]
             L += [f"- {c['training']}: {c['encoding']} vs {b['baseline']}: " + "; ".join(
@@ -215,7 +298,8 @@ def posenc_md(pe):
     if pe["excluded"]:
         L += ["Retrieval cells excluded by the gate: " + ", ".join(f"{x['training']}/{x['encoding']}"
                                                                 for x in pe["excluded"]) + ".", ""]
-    return L + chunk_ablation_md(pe.get("chunk_ablation"))
+    return (L + chunk_ablation_md(pe.get("chunk_ablation"))
+            + family_md(pe.get("family"), "Verdicts: posenc (the declared family)"))
 
 
 def chunk_ablation_md(rows):
@@ -226,7 +310,8 @@ def chunk_ablation_md(rows):
          "difference of the mean loss past training (negative: lower without the principle). Retrieval-trained: "
          "exact match by length, the score (mean exact match past training) beside the full chunk model's and "
          "their paired difference. z and seeds higher/lower in brackets; verdict by the one rule (paired t test "
-         "over >= 3 seeds).", ""]
+         f"over >= {MIN_SEEDS} seeds, Holm-adjusted within the study's family), with the detectable effect beside "
+         "a null.", ""]
     out = []
     for r in rows:
         if r["training"] == "text":

@@ -21,8 +21,11 @@ window), the algorithmic bins. The val split is the bundled corpus's at the run'
 manifest's of a prepared --data folder, or --val_tokens. Checkpoints kept: a run's ckpt.pt,
 ckpt_warmdown.pt, --save_at checkpoints, an extension's init.pt (weights, plus optimizer state in
 the resume checkpoints: Muon's momentum 4 bytes, AdamW's two moments 8 bytes per parameter).
-GPU-hours = FLOPs / (MFU x peak) / 3600 (+ --startup seconds per process). A CPU prediction is the
-same sum with the CPU's measured training FLOP/s as PEAK, MFU 1 and its start-up (docs/cluster.md).
+GPU-hours = FLOPs / (MFU x peak) / 3600 (+ --startup seconds per process), but at least the job's
+training steps x --step_floor / --jobs_per_gpu: a small model's step is launch-bound (the host's
+kernel launches and Python, which no GPU speed removes), and jobs packed on one GPU share it
+(sweep.sh JOBS_PER_GPU). A CPU prediction is the same sum with the CPU's measured training FLOP/s
+as PEAK, MFU 1, its start-up and no floor (docs/cluster.md).
 """
 import contextlib
 import dataclasses
@@ -48,6 +51,12 @@ from model import GPT, GPTConfig, flops_per_token
 # figures halved); the GPU check's table holds the same figures for its MFU.
 PEAK_TFLOPS = {"H100": 989.0, "H100-SXM": 989.0, "H100-NVL": 835.0, "H100-PCIe": 756.0, "H200": 989.0,
                "H200-NVL": 835.0, "A100": 312.0, "L40S": 362.0, "RTX4090": 165.0}
+# Host seconds per training step that no GPU speed removes (--step_floor's default): an eager step of
+# the small presets launches ~2,000-2,700 kernels (tests/bench_ops.py: 2,381 ATen ops forward and
+# backward + 146 Muon + 164 AdamW at 15M, bits 6) at ~4 us of host time each on a current GPU
+# server. An estimate, not yet measured on a GPU (docs/gpu.md); it puts the paper lengen grid's
+# ~4.6M steps near the 12-19 GPU-hours that its launch-bound jobs were estimated at.
+STEP_FLOOR_S = 0.01
 # The bundled corpus's val split in tokens by vocabulary (python data.py prepare "" OUT --vocab_size V)
 BUNDLED_VAL_TOKENS = {512: 312054, 1024: 258081, 4096: 205997}
 
@@ -60,6 +69,9 @@ class CostConfig:
     val_tokens: int = flag(0, "val split size in tokens (0 = the bundled corpus's, or a prepared --data folder's)")
     startup: float = flag(0.0, "seconds per process (a job's steps) added to the hours: a CPU prediction's "
                                "import and data start-up (env STARTUP; negligible on GPU runs of hours)")
+    step_floor: float = flag(STEP_FLOOR_S, "host seconds per training step that no GPU speed removes: a job's "
+                             "GPU time is at least its steps x this / jobs_per_gpu (env STEP_FLOOR; 0 = none)")
+    jobs_per_gpu: int = flag(1, "jobs sharing one GPU (sweep.sh JOBS_PER_GPU): they share its host floor")
     jobs: bool = flag(True, "one line per job before the total")
 
 
@@ -125,7 +137,7 @@ def run_cost(cfg, mcfg, val_tokens=0):
         final = min(cfg.final_eval_tokens, val) if cfg.final_eval_tokens > 0 else val  # train.py's final passes
         evaluated = quick * min(cfg.eval_tokens, val) + passes * final
     kept = 1 + (cfg.schedule == "wsd" and cfg.warmdown > 0 and iters > 0) + len(train.save_fractions(cfg))
-    return dict(params=total, tokens=tokens, train_flops=train_flops,
+    return dict(params=total, tokens=tokens, steps=iters, train_flops=train_flops,
                 eval_flops=evaluated * forward_flops(mcfg, cfg.optimizer, ctx), ckpt_bytes=kept * (weights + state))
 
 
@@ -205,13 +217,13 @@ def parsed(fn, argv, step):
 
 def job_cost(line, val_tokens=0, known=None):
     """One grid line -> dict of params (of its first trained model), tokens (trained, every step),
-    train_flops, eval_flops, ckpt_bytes. known: the runs of earlier lines (a second-pass line evaluates
-    them), updated with this line's."""
+    steps (training steps, every run), train_flops, eval_flops, ckpt_bytes. known: the runs of
+    earlier lines (a second-pass line evaluates them), updated with this line's."""
     runs = {} if known is None else known  # out_dir -> (TrainConfig, GPTConfig): what later steps extend or evaluate
-    total = dict(params=0, tokens=0, train_flops=0.0, eval_flops=0.0, ckpt_bytes=0, processes=0)
+    total = dict(params=0, tokens=0, steps=0, train_flops=0.0, eval_flops=0.0, ckpt_bytes=0, processes=0)
 
     def add(c):
-        for k in ("tokens", "train_flops", "eval_flops", "ckpt_bytes"):
+        for k in ("tokens", "steps", "train_flops", "eval_flops", "ckpt_bytes"):
             total[k] += c[k]
         total["params"] = total["params"] or c["params"]
 
@@ -255,8 +267,10 @@ def peak_flops(cc):
     return PEAK_TFLOPS[cc.gpu] * 1e12
 
 
-def gpu_hours(flops, mfu, peak):
-    return flops / (mfu * peak) / 3600
+def gpu_hours(flops, mfu, peak, steps=0, floor=0.0, jobs_per_gpu=1):
+    """Hours of one GPU: the FLOPs at mfu x peak, or the steps' host floor shared by the jobs on the
+    GPU when that is longer (a launch-bound job waits on its host, not on the GPU's arithmetic)."""
+    return max(flops / (mfu * peak), steps * floor / jobs_per_gpu) / 3600
 
 
 def si(x, unit=""):
@@ -272,11 +286,16 @@ def costs(lines, cc):
     peak = peak_flops(cc)
     if not 0 < cc.mfu <= 1:
         raise UserError(f"MFU {cc.mfu:g} must be in (0, 1]")
+    if not (math.isfinite(cc.step_floor) and cc.step_floor >= 0) or cc.jobs_per_gpu < 1:
+        raise UserError(f"STEP_FLOOR {cc.step_floor:g} must be >= 0 and JOBS_PER_GPU {cc.jobs_per_gpu} >= 1")
     rows, known = [], {}
     for i, line in enumerate(lines, 1):
         name, _, cmd = line.rpartition("\t")
         c = job_cost(cmd, cc.val_tokens, known)
-        c["gpu_hours"] = gpu_hours(c["train_flops"] + c["eval_flops"], cc.mfu, peak) + c["processes"] * cc.startup / 3600
+        flops = c["train_flops"] + c["eval_flops"]
+        c["gpu_hours"] = (gpu_hours(flops, cc.mfu, peak, c["steps"], cc.step_floor, cc.jobs_per_gpu)
+                          + c["processes"] * cc.startup / 3600)
+        c["floor_bound"] = c["steps"] * cc.step_floor / cc.jobs_per_gpu > flops / (cc.mfu * peak)
         rows.append((name or f"line {i}", c))
     return rows, peak
 
@@ -300,7 +319,9 @@ def report(rows, cc, peak):
     procs = sum(c["processes"] for _, c in rows)
     out.append(f"{len(rows)} jobs, {si(sum(c['tokens'] for _, c in rows))} tokens trained; training "
                f"{sum(c['train_flops'] for _, c in rows):.3g} FLOPs, evaluation {sum(c['eval_flops'] for _, c in rows):.3g}"
-               + (f"; {procs} processes x {cc.startup:g} s start-up" if cc.startup else ""))
+               + (f"; {procs} processes x {cc.startup:g} s start-up" if cc.startup else "")
+               + (f"; host floor {1e3 * cc.step_floor:g} ms a step / {cc.jobs_per_gpu} job(s) per GPU: "
+                  f"{sum(c['floor_bound'] for _, c in rows)} of {len(rows)} jobs bound by it" if cc.step_floor else ""))
     out.append(total_line(rows, cc, peak))
     return "\n".join(out)
 

@@ -9,6 +9,7 @@ their corpus from `load_corpus`; this file imports none of them.
 
     corpus = load_corpus(data)                   # "" = the bundled corpus (prepared once into the cache)
     x, y = get_batch(corpus.train, 16, 256, seed, step)
+    batches = train_batches(cfg, block, corpus, iters)   # train.py: batch s + 1 built while step s runs
 
 A prepared folder holds shards in the llm.c / modded-nanogpt layout (train_000000.bin, ...,
 val_000000.bin: a header of 256 little-endian int32 [magic 20240520, version 1, n_tokens, 0...],
@@ -33,9 +34,11 @@ import lzma
 import multiprocessing
 import operator
 import os
+import queue
 import re
 import sys
 import tarfile
+import threading
 import time
 import zlib
 
@@ -83,6 +86,10 @@ def load_corpus(data="", tokenizer="cl100k_base", vocab_size=4096, cache_dir="",
     if tokenizer == "none":
         raise UserError("--tokenizer none needs a folder of token shards; text has to be tokenized")
     return open_cached(src, tokenizer, vocab_size, cache_dir, val_frac, None if data else VAL_DOCS)
+
+def corpus_of(cfg):
+    """The corpus of a run's flags (cfg: train.py's TrainConfig)."""
+    return load_corpus(cfg.data, cfg.tokenizer, cfg.vocab_size, cfg.cache_dir, cfg.val_frac)
 
 
 class Corpus:
@@ -143,9 +150,10 @@ def train_batch(cfg, block, corpus, step, iters=0):
         short = step < round(cfg.short_frac * iters)
     if short:
         block, rows = cfg.short_block, rows * (block // cfg.short_block)
-    if cfg.algo:
-        return tasks.algo_targets(cfg.algo, tasks.algo_lengths(cfg.algo_len), rows, block, (cfg.seed, step),
-                                  cfg.algo_offset)
+    if cfg.algo:  # --compile: one width for every step, so the compiled blocks see one shape (algo_targets)
+        lengths = tasks.algo_lengths(cfg.algo_len)
+        width = tasks.algo_width(cfg.algo, lengths, cfg.algo_offset) if cfg.compile else 0
+        return tasks.algo_targets(cfg.algo, lengths, rows, block, (cfg.seed, step), cfg.algo_offset, width=width)
     x, y = get_batch(corpus.train, rows, block, cfg.seed, step)
     if cfg.task_mix > 0 and (short or not cfg.task_short_only):  # --task_short_only: long rows hold text only
         y = y.clone()  # x and y are views of one buffer; y gets masked below
@@ -159,6 +167,65 @@ def train_batch(cfg, block, corpus, step, iters=0):
             if cfg.task_loss == "answer":  # the haystack is context only; its loss would swamp the answers
                 y[r].masked_fill_(torch.tensor(answer[1:]) == 0, -1)
     return x, y
+
+
+PREFETCH = True  # False: every batch built in line, when the step asks for it (the tests' and bench's baseline)
+
+
+def train_batches(cfg, block, corpus, stop, pin=False):
+    """train_batch(cfg, block, corpus, step, stop) for the steps of a run (< stop: its steps, which
+    --short_warmup's first steps are a share of), each built one step ahead (Prefetch); pin: in pinned
+    host memory (CUDA: the copy to the device then needs no staging)."""
+    def build(step):
+        x, y = train_batch(cfg, block, corpus, step, stop)
+        return (x.pin_memory(), y.pin_memory()) if pin else (x, y)
+    return Prefetch(build, stop) if PREFETCH else build
+
+
+class Prefetch:
+    """build(step) for steps asked in order, the next one built by a worker thread while the caller
+    works: train.py's loop asks for batch s + 1 only after step s's device sync, and a passkey batch
+    is ~115 ms of host time against a 65-80 ms GPU step (issue 38); now it is built while step s
+    runs. A batch is a pure function of (seed, step), so these are the batches built in line, bit
+    for bit; a step asked out of order is built in line. One worker for the run, fed by a queue (a
+    thread started per step waited, under load, for the OS to schedule it); it ends after the last
+    step. It takes the GIL only for Python work: torch releases it in its kernels and in the device
+    sync the loop waits on."""
+
+    def __init__(self, build, stop):
+        self.build, self.stop, self.ahead, self.worker = build, stop, None, None  # ahead: the step in the works
+        self.asked, self.ready = queue.SimpleQueue(), queue.SimpleQueue()
+
+    def made(self, step):
+        try:
+            return "batch", self.build(step)
+        except BaseException as e:  # raised in the caller's thread, at the step that needs the batch
+            return "error", e
+
+    def work(self):
+        for step in iter(self.asked.get, None):
+            self.ready.put(self.made(step))
+
+    def __call__(self, step):
+        if self.ahead == step:
+            kind, batch = self.ready.get()
+        else:
+            if self.ahead is not None:
+                self.ready.get()  # a step asked out of order: the worker's batch is not this one
+            kind, batch = self.made(step)
+        self.ahead = step + 1 if step + 1 < self.stop else None
+        if self.ahead is not None:
+            if self.worker is None:
+                self.worker = threading.Thread(target=self.work, daemon=True)  # daemon: holds up no exit
+                self.worker.start()
+            self.asked.put(self.ahead)
+        elif self.worker is not None:
+            self.asked.put(None)  # the last step: the worker ends (a later call starts another)
+            self.worker = None
+        if kind == "error":
+            raise batch
+        return batch
+
 
 # -----------------------------------------------------------------------------
 # Tokenizer

@@ -45,6 +45,7 @@ import cli
 import data
 import train
 from cli import UserError, flag, parse, write_json, main as cli_main
+from model import checkpoint_file, evaluate, load_checkpoint, model_from_checkpoint
 from quant import check_bits, frozen, grid_distance, parse_clip
 from tasks import (ALGO_TASKS, TASKS, algo_eval, algo_example_len, depth_grid, make_sample, rank_credit,
                    score_answer)
@@ -494,6 +495,31 @@ def eval_algo(model, tc, lengths, n, device="cpu", bar=None):
 # Run loading, the suite, the report
 
 
+def config_from_checkpoint(ckpt):
+    try:
+        return train.TrainConfig(**ckpt["train_config"])
+    except TypeError as e:
+        raise UserError(f"checkpoint's train_config does not match this train.py: {e}") from None
+
+
+def load_run(run, which="final", **overrides):
+    """The one run-folder loader: (model, TrainConfig, checkpoint dict) of a run's checkpoint
+    `which`; overrides change model config fields. The final checkpoint of a run without
+    result.json is a resume point, not a result. Here, where runs are read most; extend.py and
+    export.py import it (train.py writes runs and never reads one this way)."""
+    if not os.path.isdir(run):
+        raise UserError(f"no run folder {run}")
+    name = checkpoint_file(which)
+    if not os.path.isfile(os.path.join(run, name)):
+        have = sorted(n[5:-3] for n in os.listdir(run) if n.startswith("ckpt_") and n.endswith(".pt"))
+        raise UserError(f"no checkpoint {name} in {run}; available: {', '.join(['final'] * os.path.isfile(os.path.join(run, 'ckpt.pt')) + have) or 'none'}")
+    if which == "final" and not os.path.isfile(os.path.join(run, "result.json")):
+        raise UserError(f"{run} has no result.json: the run is not finished "
+                        f"(warmdown or a --save_at fraction picks an intermediate checkpoint)")
+    ckpt = load_checkpoint(os.path.join(run, name))
+    return model_from_checkpoint(ckpt, **overrides), config_from_checkpoint(ckpt), ckpt
+
+
 @dataclass
 class EvalConfig:
     run: str = flag("", "run folder", positional=True)
@@ -623,13 +649,13 @@ def recorded_metrics(ec):
 
 
 def short_val_loss(model, corpus, block, ec, device, final_tokens=0):
-    """In-distribution val loss at the training length: train.evaluate on the run's final-evaluation
+    """In-distribution val loss at the training length: model.evaluate on the run's final-evaluation
     tokens of the val split (final_tokens, its --final_eval_tokens; 0 = all). The run's result.json
     holds this very number (same deterministic function, and log-n scaling is off within the
     training length), so a finished run's final checkpoint reuses it."""
     with contextlib.suppress(KeyError, TypeError, ValueError):
         return dict(val_loss=float(recorded_metrics(ec)["val_loss"]), block_size=block, source="result.json")
-    ev = train.evaluate(model, corpus.val, corpus.token_bytes, block, ec.batch_tokens, final_tokens, device)
+    ev = evaluate(model, corpus.val, corpus.token_bytes, block, ec.batch_tokens, final_tokens, device)
     return dict(val_loss=ev["loss"], block_size=block, source="evaluated")
 
 
@@ -648,7 +674,7 @@ def short_algo(model, tc, train_len, ec, device):
 def evaluate_run(ec):
     t0 = time.time()
     device = cli.resolve_device(ec.device)
-    model, tc, _ = train.load_run(ec.run, ec.ckpt, **({"logn_scale": True} if ec.logn else {}))
+    model, tc, _ = load_run(ec.run, ec.ckpt, **({"logn_scale": True} if ec.logn else {}))
     model.to(device).eval()
     mcfg, train_len = model.config, model.config.block_size
     if tc.algo:
@@ -660,7 +686,7 @@ def evaluate_run(ec):
         lengths = sorted(set(int_list(ec.lengths, "lengths") or [train_len * f for f in DEFAULT_FACTORS]))
     check(ec, tc, mcfg, tasks, lengths)
     ec.batch_tokens = cli.eval_batch_tokens(device, mcfg.vocab_size, ec.batch_tokens)
-    res = dict(run=ec.run, checkpoint=os.path.join(ec.run, train.checkpoint_file(ec.ckpt)), train_length=train_len,
+    res = dict(run=ec.run, checkpoint=os.path.join(ec.run, checkpoint_file(ec.ckpt)), train_length=train_len,
                eval_config=dataclasses.asdict(ec), tasks_evaluated=tasks, lengths=lengths,
                model_config=dataclasses.asdict(mcfg), train_config=dataclasses.asdict(tc),
                versions=cli.versions(), device=device)
@@ -680,7 +706,7 @@ def evaluate_run(ec):
                    sink_rate=None, ppl=None, short=short_algo(model, tc, train_len, ec, device))
         return dict(res, wall_s=time.time() - t0)
 
-    corpus = train.corpus_of(tc)
+    corpus = data.corpus_of(tc)
     docs = corpus.val_docs()  # without their trailing end-of-text separator
     if ec.eval_data:  # a long-document set apart from the training corpus, tokenized as the run was
         docs = data.load_corpus(ec.eval_data, tc.tokenizer, tc.vocab_size, tc.cache_dir, tc.val_frac).val_docs()
@@ -692,7 +718,7 @@ def evaluate_run(ec):
         raise UserError(f"{ec.run}'s corpus has no tokenizer (--tokenizer none): only ppl can be evaluated")
     evaluator = None
     if ec.evaluator:
-        evaluator, etc, _ = train.load_run(ec.evaluator)
+        evaluator, etc, _ = load_run(ec.evaluator)
         if (etc.tokenizer, etc.vocab_size) != (tc.tokenizer, tc.vocab_size):
             raise UserError(f"--evaluator {ec.evaluator} uses another tokenizer ({etc.tokenizer}/{etc.vocab_size})")
         evaluator = frozen(evaluator.to(device).eval())

@@ -15,8 +15,8 @@ the trainer's record).
 The transformers checkpoint (--format hf) is a folder that AutoModelForCausalLM.from_pretrained and
 AutoTokenizer.from_pretrained load with no custom code: config.json, model.safetensors (fp32; a
 QAT run's deployed, dequantised weights) and the run's tokenizer as a fast tokenizer. Each run maps to
-the existing architecture whose mathematics is exactly ours (Llama, Arcee, Apertus, Qwen3, Olmo 2,
-Olmo 3, Phi-3, SmolLM3); a flag that none of them computes is a one-line error, never an approximate
+the existing architecture whose mathematics is exactly ours (Llama, Arcee, Apertus, Qwen3, Mellum,
+GraniteSWA, Olmo 2, Olmo 3, Phi-3, SmolLM3); a flag that none of them computes is a one-line error, never an approximate
 export. Before the folder is moved into place the export reloads it with transformers and checks its
 logits and tokens against this model and tokenizer, then evaluates it on the val split.
 
@@ -40,7 +40,8 @@ import cli
 import data
 import train
 from cli import UserError, atomic_write, flag, parse, write_json, main as cli_main
-from model import POS_KINDS, GPT, GPTConfig, embedding_positions, rope_dims, rope_inv_freq
+from evaluate import load_run
+from model import POS_KINDS, GPT, GPTConfig, embedding_positions, evaluate, rope_dims, rope_inv_freq
 from quant import check_bits, pack_codes, parse_clip, ptq_model, quant_targets, quantize, set_qat, unpack_codes
 
 ARTEFACT_KIND = "gpt-int-artefact"
@@ -129,12 +130,12 @@ def export_int(model, cfg, xc, run_result):
         raise UserError(f"--keep {xc.keep!r}: fp32 | fp16")
     out = xc.out or os.path.join(xc.run, f"model_int{bits}.pt" + (".xz" if xc.xz else ""))
     device = cli.resolve_device(xc.device)
-    corpus = train.corpus_of(cfg)
+    corpus = data.corpus_of(cfg)
     raw, sizes = artefact_bytes(model, bits, clip, xc.keep)
     packed = lzma.compress(raw)
     sizes.update(xz=len(packed), file=len(packed if xc.xz else raw))
     atomic_write(out, packed if xc.xz else raw, "wb")
-    ev = train.evaluate(load_artefact(out).to(device), corpus.val, corpus.token_bytes, model.config.block_size,
+    ev = evaluate(load_artefact(out).to(device), corpus.val, corpus.token_bytes, model.config.block_size,
                         max_tokens=cfg.final_eval_tokens, device=device)  # the tokens of the recorded loss
     print(f"{out}: INT{bits} ({clip}) artefact {sizes['file']:,} bytes (torch.save {sizes['raw']:,}, "
           f"xz {sizes['xz']:,}; packed codes {sizes['codes']:,}) vs fp32 {sizes['fp32']:,} / "
@@ -246,7 +247,7 @@ def whole_rope_every_layer(c, plan, family):
 def full_attention(c, plan, family):
     if any(l.window for l in plan):
         refuse(f"window {c.window}", f"{family} has no sliding windows; transformers' windowed families "
-                                     f"(Qwen3, Olmo 3, SmolLM3, Phi-3) have a SwiGLU MLP")
+                                     f"(Qwen3, Mellum, GraniteSWA, Olmo 3, SmolLM3, Phi-3) have a SwiGLU MLP")
 
 
 def one_rope(c, plan, family):
@@ -255,7 +256,7 @@ def one_rope(c, plan, family):
     scaled = {l.scaled for l in plan if l.pos == "rope"}
     if len(scaled) == 2 and scaling(c) != "none":
         refuse(f"rope_scaling_layers {c.rope_scaling_layers}", f"{family} applies one RoPE to every layer; "
-                                                               f"Olmo 3 is the family that scales global layers alone")
+                                                               f"Olmo 3, Mellum and GraniteSWA scale global layers alone")
     return rope_parameters(c, scaled=True in scaled)
 
 
@@ -330,6 +331,45 @@ def hf_phi3(c, plan, base):
                         sliding_window=c.window if plan[0].window else None)
 
 
+def per_type_rope(c, plan):
+    """{layer type: rope_parameters} for the families with RoPE per layer type: each type scaled when
+    its layers are (rope_scaling_layers global scales the full-attention layers alone)."""
+    kinds = {"full_attention": [l for l in plan if not l.window], "sliding_attention": [l for l in plan if l.window]}
+    return {k: rope_parameters(c, scaled=any(l.scaled for l in ls)) for k, ls in kinds.items()}
+
+
+def hf_mellum(c, plan, base):
+    """Mellum: Qwen3 (per-head QK-norm, SwiGLU, pre-norm, windows on any layers) with RoPE parameters
+    per layer type, so a scaling of the global layers alone is exact; every MLP dense (mlp_layer_types),
+    no experts. The per-head QK-norm cells of the paper longctx grid, SWA and main recipe, map here."""
+    whole_rope_every_layer(c, plan, "Mellum")
+    w = windows(c, plan)
+    return "mellum", dict(base, head_dim=c.n_embd // c.n_head, layer_types=w["layer_types"],
+                          sliding_window=w["sliding_window"], rope_parameters=per_type_rope(c, plan),
+                          mlp_layer_types=["dense"] * c.n_layer, num_mtp_layers=0)
+
+
+SINK_OFF = -1e4  # GraniteSWA's sink logit that changes nothing: sigmoid(lse - SINK_OFF) is 1.0 in fp32 and bf16
+
+
+def hf_granite_swa(c, plan, base):
+    """GraniteSWA: Llama (no QK-norm, SwiGLU, pre-norm) with windows on any layers, a RoPE base per
+    layer (layer_rope_theta) and a learnable attention sink per head, written at SINK_OFF so that it
+    scales nothing. A per-layer base is all a static NTK scaling changes, so the no-QK-norm cells of
+    the paper longctx grid, SWA and main recipe (NTK on the global layers alone), map here; any other
+    scaling of some layers only is refused."""
+    whole_rope_every_layer(c, plan, "GraniteSWA")
+    if scaling(c) not in ("none", "ntk"):
+        refuse(f"rope_scaling {c.rope_scaling} with rope_scaling_layers {c.rope_scaling_layers}",
+               "with no QK-norm, GraniteSWA scales layers apart by their RoPE base only (static NTK)")
+    hd = c.n_embd // c.n_head
+    w = windows(c, plan)
+    return "granite_swa", dict(base, layer_types=w["layer_types"], sliding_window=w["sliding_window"],
+                               rope_parameters=rope_parameters(c, scaled=False), attention_multiplier=hd ** -0.5,
+                               layer_rope_theta=[rope_parameters(c, scaled=l.scaled)["rope_theta"] for l in plan],
+                               embedding_multiplier=1.0, residual_multiplier=1.0, logits_scaling=1.0)
+
+
 def hf_smollm3(c, plan, base):
     """SmolLM3: Llama with NoPE layers (no_rope_layers) and sliding windows on any layers, hence
     SWAN-GPT without log-n scaling (RoPE on windowed layers, NoPE on global ones)."""
@@ -350,10 +390,13 @@ def hf_family(c, plan):
                "(Olmo 2/3); per-head QK-norm (qk_norm head) is Qwen3's or Apertus'")
     if c.mlp != "swiglu":
         return hf_apertus if c.qk_norm == "head" else hf_arcee
+    some_scaled = scaling(c) != "none" and len({l.scaled for l in plan if l.pos == "rope"}) == 2
     if c.qk_norm == "head":
-        return hf_qwen3
+        return hf_mellum if some_scaled else hf_qwen3
     if rope_dims(c) < c.n_embd // c.n_head:
         return hf_phi3
+    if some_scaled and not any(l.pos == "nope" for l in plan):
+        return hf_granite_swa
     if any(l.pos == "nope" or l.window for l in plan):
         return hf_smollm3
     return hf_llama
@@ -397,6 +440,8 @@ def hf_state_dict(model, model_type):
             sd.update({p + f"self_attn.{n}_proj.weight": getattr(a, f"c_{n}").weight for n in "qkv"})
         if c.qk_norm != "none":
             sd.update({p + "self_attn.q_norm.weight": a.q_norm.weight, p + "self_attn.k_norm.weight": a.k_norm.weight})
+        if model_type == "granite_swa":  # a sink that scales nothing (hf_granite_swa)
+            sd[p + "self_attn.sinks"] = torch.full((c.n_head,), SINK_OFF)
         if c.mlp != "swiglu":
             sd[p + "mlp.up_proj.weight"] = m.c_fc.weight
         elif model_type == "phi3":  # chunk(2) gives gate, then up
@@ -451,7 +496,7 @@ def check_tokenizer(hf_tok, enc, texts):
 
 
 class HFAsGPT(torch.nn.Module):
-    """A transformers causal LM behind GPT's forward signature, so train.evaluate scores it."""
+    """A transformers causal LM behind GPT's forward signature, so model.evaluate scores it."""
 
     def __init__(self, hf):
         super().__init__()
@@ -550,7 +595,7 @@ def export_hf(model, cfg, xc, run_result):
     model_type, _ = hf_config(deployed, enc.eot_token)  # refuses before anything heavy happens
     out = hf_out_dir(xc)
     device = cli.resolve_device(xc.device)
-    corpus = train.corpus_of(cfg)
+    corpus = data.corpus_of(cfg)
     transformers = import_transformers()
     tmp = f"{out}.tmp{os.getpid()}"
     try:
@@ -570,7 +615,7 @@ def export_hf(model, cfg, xc, run_result):
         if not diff <= LOGIT_TOL:
             raise UserError(f"--format hf: transformers' {arch} disagrees with this model (max |logit diff| "
                             f"{diff:.2e} > {LOGIT_TOL:g}); nothing written")
-        ev = train.evaluate(HFAsGPT(hf), corpus.val, corpus.token_bytes, model.config.block_size,
+        ev = evaluate(HFAsGPT(hf), corpus.val, corpus.token_bytes, model.config.block_size,
                             max_tokens=cfg.final_eval_tokens, device=device)
         replace_dir(tmp, out)
     finally:
@@ -598,7 +643,7 @@ def logit_diff(model, hf, tokens, block, device):
 
 
 def export(xc):
-    model, cfg, _ = train.load_run(xc.run)  # a finished run: its result.json exists
+    model, cfg, _ = load_run(xc.run)  # a finished run: its result.json exists
     result = train.read_result(xc.run)
     if xc.format not in ("int", "hf"):
         raise UserError(f"unknown --format {xc.format!r}: int | hf")

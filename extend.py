@@ -42,7 +42,8 @@ from dataclasses import dataclass
 import cli
 import train
 from cli import UserError, flag, parse, main as cli_main
-from model import ROPE_SCALINGS, ROTARY_POS, layer_plan, model_from_checkpoint
+from evaluate import load_run
+from model import ROPE_SCALINGS, ROTARY_POS, layer_plan, model_from_checkpoint, save_checkpoint
 
 METHODS = ROPE_SCALINGS + ("abf", "swan")
 DEFAULT_TOKEN_FRAC = 0.05  # --train: the seed extends with a small fraction of its pretraining tokens
@@ -218,7 +219,7 @@ def planned_tokens(cfg, block):
 
 def resolve_budget(ec, loaded):
     """The continued-training budget of the whole extension: None (training-free), {"iters": N} or
-    {"tokens": T}, with where it came from. loaded: the parent, as train.load_run gives it."""
+    {"tokens": T}, with where it came from. loaded: the parent, as evaluate.load_run gives it."""
     given = {k: getattr(ec, k) for k in ("token_frac", "tokens", "iters") if getattr(ec, k)}
     if any(v < 0 for v in given.values()):
         raise UserError("--token_frac, --tokens and --iters must be >= 0")
@@ -264,7 +265,7 @@ def prepare(ec, parent, which, factor, share, out_dir, loaded=None, peak=None):
     stage's part of the budget; peak: the LR --lr_frac refers to (default: the parent's)."""
     if os.path.realpath(out_dir) == os.path.realpath(parent):
         raise UserError(f"--out_dir {out_dir} is the parent run itself")
-    model, parent_cfg, ckpt = loaded or train.load_run(parent, which)
+    model, parent_cfg, ckpt = loaded or load_run(parent, which)
     peak = parent_cfg.lr if peak is None else peak
     new, cfg = stage_config(ec, parent_cfg, model.config, factor, share, out_dir, peak)
     model = model_from_checkpoint(ckpt, **new)
@@ -317,7 +318,7 @@ def extend(ec):
     """Run the stages in order. A finished stage is kept (--overwrite redoes it), an unfinished one
     resumes from its checkpoint, a new one starts from its init.pt. Stopped by a signal: the stage
     in training writes its ckpt.pt (cli.Stopped), and the same command again resumes it."""
-    loaded = train.load_run(ec.run, ec.ckpt)  # the parent, read once for the budget and stage 1
+    loaded = load_run(ec.run, ec.ckpt)  # the parent, read once for the budget and stage 1
     budget = resolve_budget(ec, loaded)
     plan = stages(ec, budget)
     final = plan[-1][4]
@@ -350,7 +351,7 @@ def extend(ec):
                 model, cfg, lineage = prepare(ec, *stage, peak=peak)
             lineage.update(stage=k + 1, stages=len(plan), budget=budget)
             if not cfg.resume and master:  # the rescaled model is the new run's starting point; train.py loads it
-                train.save_checkpoint(cfg.init_from, model, [], 0, cfg, model.config, dict(lineage=lineage))
+                save_checkpoint(cfg.init_from, model, [], 0, cfg, model.config, dict(lineage=lineage))
             wait_for_master()
             try:
                 result = train.train(cfg)

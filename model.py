@@ -9,20 +9,24 @@ zero-initialised output projections), then one section per family of long-contex
   - attention kernels: sliding windows and ALiBi without a T x T matrix, and the one mask rule
     that every kernel and the attention probes share
   - chunk-based sparse attention (landmark retrieval of past chunks)
+Last, the model as a run sees it: the checkpoint format every script shares, the model rebuilt
+from a checkpoint, and its loss on a token split (train.py's validation, evaluate.py, export.py).
 Block Linear layers are QATLinear (quant.py): fake-quantised in the forward pass when bits < 16.
 No path builds a T x T matrix except inside SDPA's own kernels.
 """
 import math
-from dataclasses import dataclass, fields, replace
+import os
+from dataclasses import asdict, dataclass, fields, replace
 from typing import NamedTuple
 
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
 import cli
-from cli import UserError, flag
+from cli import UserError, atomic_write, flag
 from quant import QATEmbedding, QATLinear, check_bits, parse_clip
 
 # The positional encodings, named once: every other file (extend.py, export.py, the analysis, the test of
@@ -933,7 +937,46 @@ class ChunkRetrieval(nn.Module):
 
 
 # -----------------------------------------------------------------------------
-# The model as a run sees it: rebuilt from a checkpoint, described in the run record
+# The model as a run sees it: its checkpoint (the one format train.py writes and every script
+# reads), rebuilt from it, described in the run record, scored on the val split
+
+
+CKPT_SCHEMA = dict(model=dict, model_config=dict, train_config=dict, step=int, optimizers=list, rng=dict)
+
+
+def save_checkpoint(path, model, opts, step, cfg, mcfg, extra=None):
+    """Atomically write model + optimiser + step + RNG + configs (torch.load weights_only-safe)."""
+    ckpt = dict(kind="gpt-run", model=model.state_dict(), optimizers=[o.state_dict() for o in opts],
+                step=step, train_config=asdict(cfg), model_config=asdict(mcfg),
+                rng=dict(torch=torch.get_rng_state()), extra=extra or {})
+    atomic_write(path, lambda f: torch.save(ckpt, f), "wb")
+
+
+def load_checkpoint(path):
+    """Load a run checkpoint safely (weights_only=True). Raises UserError on anything wrong."""
+    if not os.path.isfile(path):
+        raise UserError(f"no checkpoint at {path}")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:
+        raise UserError(f"corrupt or unreadable checkpoint {path}: {type(e).__name__}") from None
+    if not isinstance(ckpt, dict) or ckpt.get("kind") != "gpt-run":
+        raise UserError(f"{path} is not a checkpoint of this project")
+    bad = [k for k, t in CKPT_SCHEMA.items() if not isinstance(ckpt.get(k), t)]
+    if bad or ckpt["step"] < 0 or not isinstance(ckpt.get("extra", {}), dict):
+        what = f"no valid {bad[0]!r}" if bad else "a negative step or a malformed 'extra'"
+        raise UserError(f"{path} is not a complete checkpoint of this project ({what})")
+    return ckpt
+
+
+def checkpoint_file(which):
+    """final | warmdown | a --save_at fraction (0.25) -> the file name in a run folder."""
+    if which in ("final", "warmdown"):
+        return "ckpt.pt" if which == "final" else "ckpt_warmdown.pt"
+    try:
+        return f"ckpt_{float(which):g}.pt"
+    except ValueError:
+        raise UserError(f"--ckpt {which!r}: final | warmdown | a --save_at fraction like 0.25") from None
 
 
 def model_from_checkpoint(ckpt, **overrides):
@@ -964,3 +1007,61 @@ def hope_record(model):
         return None
     return dict(pairs=m.rope_dims // 2, removed=m.hope_pairs_removed, cutoff=c.hope_cutoff or c.block_size,
                 head_dim=c.n_embd // c.n_head)
+
+
+@torch.no_grad()
+def evaluate(model, tokens, token_bytes, block_size, batch_tokens=0, max_tokens=0, device="cpu",
+             dist_info=None, prefix_tokens=0):
+    """Loss (nats/token) and bits per UTF-8 byte on consecutive, non-overlapping windows of
+    `tokens` (the first max_tokens of them; 0 = all): deterministic, so runs can be compared to a few
+    thousandths of a nat. batch_tokens per forward pass (0 = cli.eval_batch_tokens; a window's loss
+    does not depend on the batch it is in). Windows are split across DDP ranks and summed.
+    token_bytes None: no bits per byte. prefix_tokens > 0 also returns "prefix": the loss of the
+    windows that max_tokens=prefix_tokens would take, from the same forward passes."""
+    dist_info = dist_info or cli.Dist()
+    n_win = eval_windows(len(tokens), block_size, max_tokens)
+    n_pre = eval_windows(len(tokens), block_size, prefix_tokens) if prefix_tokens else 0
+    width = min(block_size, len(tokens) - 1)
+    rows = max(1, cli.eval_batch_tokens(device, vocab_of(model, token_bytes), batch_tokens) // width)
+    was_training = model.training
+    model.eval()
+    tot = torch.zeros(5, dtype=torch.float64, device=device)  # sum loss, tokens, bytes; prefix: sum loss, tokens
+    wins = list(range(dist_info.rank, n_win, dist_info.world))
+    for i in range(0, len(wins), rows):
+        chunk = wins[i:i + rows]
+        xy = np.stack([tokens[w * width: w * width + width + 1] for w in chunk]).astype(np.int64)
+        if token_bytes is not None:  # counted on the host copy: no device round trip per batch
+            tot[2] += float(token_bytes[xy[:, 1:]].sum())
+        xy = torch.from_numpy(xy).to(device)
+        with cli.autocast(device):
+            _, loss = model(xy[:, :-1], xy[:, 1:], reduction="none")
+        tot[0] += loss.double().sum()
+        tot[1] += loss.numel()
+        k = sum(w < n_pre for w in chunk)  # a rank's windows ascend: the prefix ones lead its batch
+        if k:
+            tot[3] += loss[:k].double().sum()
+            tot[4] += loss[:k].numel()
+    cli.all_reduce_sum(tot, dist_info)
+    model.train(was_training)
+    loss = (tot[0] / tot[1]).item()
+    bpb = (tot[0] / (math.log(2) * tot[2])).item() if tot[2] > 0 else None
+    out = dict(loss=loss, bpb=bpb, tokens=int(tot[1].item()))
+    if n_pre:
+        out["prefix"] = dict(loss=(tot[3] / tot[4]).item(), tokens=int(tot[4].item()))
+    return out
+
+
+def vocab_of(model, token_bytes=None):
+    """The model's vocabulary (its logits' width): its config's, else the corpus's (token_bytes has one
+    entry per id), else a large one (a conservative batch)."""
+    config = getattr(model, "config", None)
+    if getattr(config, "vocab_size", None):
+        return config.vocab_size
+    return len(token_bytes) if token_bytes is not None else 2 ** 17
+
+
+def eval_windows(n_tokens, block_size, max_tokens=0):
+    """Windows evaluate() scores in a split of n_tokens: whole block_size windows of the first
+    max_tokens + 1 tokens (0 = all), at least one (shorter, when the split is)."""
+    n = n_tokens - 1 if not max_tokens else min(max_tokens, n_tokens - 1)
+    return max(n // block_size, 1)

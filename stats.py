@@ -162,6 +162,28 @@ def decide_family(hypotheses, alpha=BETTER_LEVEL, power=0.8):
             "hypotheses": hyps}
 
 
+# Power before the run (analyze.py --power DIR): for each hypothesis of a stored family, the effect its
+# test detects at the planned seeds and the seeds an effect needs, both at the family's strictest Holm
+# step (alpha / m), from the hypothesis's own sd over seeds (a pilot's, or the last run's).
+
+
+def power_plan(family, seeds=None, effect=None, power=0.8):
+    """One row per hypothesis of a decided family (decide_family): claim, n, sd, its observed effect, the
+    planned seeds (`seeds`, default its own n), the effect detectable at them with this power at level
+    alpha / m (min_detectable_effect) and the seeds needed (seeds_needed) for `effect` (default: its
+    observed effect), in the hypothesis's own units. None where the hypothesis has no sd (a model test, or
+    every seed equal)."""
+    level = family["alpha"] / max(family["m"], 1)
+    rows = []
+    for h in family["hypotheses"]:
+        n = seeds or h["n"]
+        target = effect if effect is not None else h.get("effect")
+        rows.append({"claim": h["claim"], "n": h["n"], "sd": h.get("sd"), "effect": h.get("effect"),
+                     "planned_seeds": n, "detectable": min_detectable_effect(h.get("sd"), n, level, power),
+                     "target": target, "seeds_needed": seeds_needed(h.get("sd"), target, level, power) if target else None})
+    return {"level": level, "power": power, "rows": rows}
+
+
 def seed_stats(per_seed):
     """{seed: value} -> mean, sd (ddof 1; None below 2 seeds), n and the values, over the non-missing ones."""
     v = {s: x for s, x in per_seed.items() if x is not None}

@@ -13,8 +13,11 @@
 #   SCALE=tiny|paper  tiny (default) fits a 2-core CPU (qat: 99 runs, 17.5 min on 2 idle cores); paper = the seeds' grids
 #   OUT=out/sweeps    output root; run folders are OUT/STUDY/RUN_NAME, logs OUT/STUDY/logs/ (relative
 #                     paths are relative to this folder: commands run from the repository root)
-#   JOBS=N            parallel jobs (default: number of GPUs in GPUS, else CPU cores for tiny, else 1)
+#   JOBS=N            parallel jobs (default: GPUs in GPUS x JOBS_PER_GPU, else CPU cores for tiny, else 1)
 #   GPUS=0,1,2,3      one GPU per job slot: slot k runs with CUDA_VISIBLE_DEVICES=GPUS[k mod len(GPUS)]
+#   JOBS_PER_GPU=1    with GPUS and no JOBS: this many slots per GPU (slot k on GPUS[k mod len]), for small
+#                     launch-bound jobs (lengen, the 3M-8M qat runs) that leave a GPU idle while the host launches;
+#                     --cost shares its host floor (STEP_FLOOR s a step, cost.py) between them (docs/cluster.md)
 #   PYTHON=python     interpreter (tests point it at a stub); DATA=path adds --data to every training run
 #                     (SCALE=paper: a prepared folder, `python data.py prepare SRC OUT --procs N` once;
 #                     a raw corpus is refused: its first job would tokenise it while every other GPU waits)
@@ -63,6 +66,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cd "$HERE" || exit 2
 STUDIES="qat qat-probes longctx posenc lengen"
 SCALE=${SCALE:-tiny}
+REHEARSE=${REHEARSE:-0}  # 1: the paper grid's rehearsal on CPU (the Rehearsal block below)
+[[ $REHEARSE == 1 ]] && OUT=${OUT:-out/rehearse}
 OUT=${OUT:-out/sweeps}
 PY=${PYTHON:-python}
 DATA=${DATA:-}
@@ -81,11 +86,17 @@ emit() {  # print a command with single spaces
 }
 
 case $SCALE in tiny|paper) ;; *) die "unknown SCALE '$SCALE' (tiny | paper)";; esac
-if [[ -z $COMPILE ]]; then [[ $SCALE == paper ]] && COMPILE=1 || COMPILE=0; fi
+if [[ -z $COMPILE ]]; then [[ $SCALE == paper && $REHEARSE == 0 ]] && COMPILE=1 || COMPILE=0; fi
 case $COMPILE in 0) COMPILE_FLAG="";; 1) COMPILE_FLAG=" --compile";; *) die "COMPILE must be 0 or 1, got '$COMPILE'";; esac
 [[ $OUT == *[[:space:]]* ]] && die "OUT must not contain spaces: '$OUT'"
 [[ $OUT == /* ]] || OUT=${OUT#./}
 case ${PUBLISH:-0} in 0|1) ;; *) die "PUBLISH must be 0 or 1, got '$PUBLISH'";; esac
+case $REHEARSE in
+    0) ;;
+    1) [[ $SCALE == paper ]] || die "REHEARSE=1 rehearses a paper grid: set SCALE=paper"
+       DATA=${DATA:-$OUT/data/train}; EVAL_DATA=${EVAL_DATA:-$OUT/data/long} ;;  # rehearse_data prepares them
+    *) die "REHEARSE must be 0 or 1, got '$REHEARSE'" ;;
+esac
 
 # -----------------------------------------------------------------------------
 # Grids: each grid_<study> prints one job per line, fully expanded. A job is one command, or
@@ -99,6 +110,7 @@ PAPER_FINAL_EVAL="--final_eval_tokens 8388608"
 EVAL_SEED=100  # paper longctx: the LongPPL evaluator's seed, none of the factorial's
 PAPER_TARGET=8192  # paper longctx: the extension target, and its outcome lengths (half of it and it)
 PAPER_LENGTHS=$(( PAPER_TARGET / 2 )),$PAPER_TARGET
+PAPER_TASKS=passkey,niah_single,niah_multikey,niah_multivalue,niah_multiquery,vt,cwe,fwe,json_kv  # paper longctx retrieval
 PAPER_MIN_WINDOWS=8  # paper longctx: full-context windows needed at every target length (EVAL_DATA, checked first)
 EVAL_DATA=${EVAL_DATA:-}
 
@@ -274,13 +286,17 @@ grid_longctx() {
     else
         # swiglu: every cell exports to transformers (HELMET / RULER); window = the short pretraining context
         # target: the seed's extension ratios, 8x / 4x (it extends 4K / 8K to 32K); 1K / 2K to 8K here
-        size=100M; qks="none head"; kvs="12 3"; ctxs="1024 2048"; window=1024; global=4; target=$PAPER_TARGET; seeds="0 1 2"
+        size=100M; qks="none head"; kvs="12 3"; ctxs="1024 2048"; window=1024; global=4; target=$PAPER_TARGET; seeds="0 1 2 3 4"
         mlp=" --mlp swiglu"
         tps=131072; steps=15259; frac=0.05; fracs="0.25 1"; early=0.25; mix=0.25   # 2.0B tokens, 100M tokens of extension
         base="--grad_accum 4 --eval_interval 500 --ckpt_minutes 30 --ptq_bits '' $PAPER_FINAL_EVAL"
-        evalf="--tasks ppl,passkey,niah_single,niah_multikey,niah_multivalue,niah_multiquery,vt,cwe,fwe,json_kv"
+        # retrieval a 100M model can learn in distribution (no web text teaches these formats): a quarter of
+        # the rows are samples of the evaluated RULER-style tasks, answer loss (the tiny grid's passkey mix,
+        # with every task), in pretraining and so in each extension (extend.py keeps the parent's mix)
+        base+=" --task_mix 0.25 --task_list $PAPER_TASKS --task_loss answer"
+        evalf="--tasks ppl,$PAPER_TASKS"
         # exact match is the retrieval outcome (rank secondary, in eval.json): 5 depths x 3 samples = 15 per
-        # (task, length), 150 per length over the 10 tasks (>= 129 for a CI half-width <= 0.05 over 3 seeds)
+        # (task, length), 135 per length over the 9 tasks (>= 129: a CI half-width <= 0.05 over 3 seeds, 78 over 5)
         evalf+=" --depths 5 --samples 3 --score exact --longppl_short 1024 --quiet"; tgt_lengths="$PAPER_LENGTHS"
         # outcomes inside single documents: a long-document set apart from the web corpus, enough windows;
         # --ppl_tokens scores them all (the default, 32768 scored tokens, would stop after 4 windows at 8K)
@@ -385,7 +401,7 @@ grid_posenc() {
         # 129 samples per length (a cell mean over 3 seeds: 95% CI half-width <= 0.05)
         task="--batch_size 64 --tokens 250000000 --eval_interval 500 --ckpt_minutes 30 --ptq_bits '' $PAPER_FINAL_EVAL"
         task+=" --task_mix 1.0 --task_list passkey --task_loss answer"; pks=43
-        swan="--swan true --window 256 --global_every 4"; chunk="--chunk_layers 1,3,5,7,9 --window 256"; ablate=""  # every layer local, as tiny
+        swan="--swan true --window 256 --global_every 4"; chunk="--chunk_layers 1,3,5,7,9 --chunk_size 64 --window 256"; ablate=""  # every layer local, as tiny
     fi
     local IFS_=$IFS; IFS="|"; set -f; local abl=($ablate); IFS=$IFS_; set +f  # the chunk ablations, run as the full model
     for v in "rope:--pos rope" "nope:--pos nope" "alibi:--pos alibi" "hope:--pos hope" "expe:--pos expe" \
@@ -476,6 +492,163 @@ grid() {
 }
 
 # -----------------------------------------------------------------------------
+# Rehearsal (REHEARSE=1, SCALE=paper only): every line of the paper grid on a CPU, to find what
+# reading misses (a refused flag, a missing file, an outcome with no runs) before GPU-hours
+# are spent. Every line keeps its scripts, flags, run names, steps and passes; one rule, rehearse_lines,
+# shrinks each step, and nothing else differs:
+#   model     --size S keeps S's depth and heads (so layer patterns and GQA groups are the paper's) at
+#             head dim 8: --n_embd 8 x heads; the record keeps S's name, and N grows with S as in the paper
+#   steps     --iters / 1000, --tokens / 100000 (ratios kept: 3x and 9x training, 0.25 x passkey budgets)
+#   lengths   --block_size, --window, --target, --lengths, --longppl_short, --chunk_size / 8
+#             (8: the shortest paper context, 1024, becomes 128, the length a passkey sample needs;
+#             1 for lengen, whose 256-token context and task lengths already fit a CPU); the
+#             extension --factor and the windows' counts (--min_windows) are unchanged
+#   batches   --batch_size / 32 (at least 1, a multiple of the step's --grad_accum, which is unchanged)
+#   budgets   train.py's --final_eval_tokens and --eval_tokens 1024 (stated where left at the default);
+#             evaluate.py's --ppl_tokens as lengths (the same number of windows; 32768 / 8 where unstated)
+#   compile   --compile dropped (compiling on a CPU costs more than these runs)
+#   samples   --samples 1, --depths 1, --probe_samples 1 (stated where a step left evaluate.py's default):
+#             one retrieval sample per task and length (the depth 0.5)
+# REHEARSE_SEEDS=K (default: all) keeps the lines of the first K seeds (and longctx's evaluator seed):
+# K >= 2 still runs every kind of line (longctx's first seed carries the robustness variants, the others
+# not), for a machine too slow for the whole grid; without it no line is left out. The lines run
+# packed, several per Python process (rehearse.py pack), the second-pass lines (evaluate.py only)
+# after every first-pass line. DATA and EVAL_DATA default to folders prepared from the bundled corpus
+# (data.py prepare; EVAL_DATA with half its documents held out). After the analysis, rehearse.py lists
+# each outcome of the study with the number of runs it rests on; an outcome with none fails.
+# The rehearsal's models are barely trained, so its numbers mean nothing and gates (exact match
+# in distribution) fail: a rehearsal tests that every outcome is computed, not what it says.
+
+size_heads() {  # model.py's SIZES as "SIZE:HEADS ..." (the rehearsal's width is 8 x heads)
+    sed -n 's/^ *"\([0-9.]*[KM]\)": ([0-9]*, [0-9]*, \([0-9]*\)).*/\1:\2/p' "$HERE/model.py" | tr '\n' ' '
+}
+
+rehearse_sizes() {  # comma list of sizes -> the names the analysis gives the rehearsal's runs (studyio.size_label:
+    # the size and its overridden width, 15M -> 15M[n_embd=48])
+    local s h out="" sh
+    sh=" $(size_heads)"
+    for s in ${1//,/ }; do
+        h=${sh#* $s:}; h=${h%% *}
+        out+="${out:+,}$s[n_embd=$(( 8 * h ))]"
+    done
+    echo "$out"
+}
+
+rehearse_lines() {  # stdin: paper grid lines (or flags) -> the same, shrunk by the rule above
+    local heads ld=8
+    [[ $study == lengen ]] && ld=1
+    heads=$(size_heads)
+    awk -v heads="$heads" -v ld="$ld" '
+    function div(v, d,   r) { r = int(v / d); return r < 1 ? 1 : r }
+    function lens(v,   a, n, i, o) { n = split(v, a, ","); o = ""; for (i = 1; i <= n; i++) o = o (i > 1 ? "," : "") div(a[i], ld); return o }
+    BEGIN { n = split(heads, hs, " "); for (i = 1; i <= n; i++) { split(hs[i], kv, ":"); H[kv[1]] = kv[2] } }
+    function step_end() {  # a step gets its defaults stated where the rule shrinks them
+        if (ev && !ppl && tasks ~ /(^|,)ppl(,|$)/) o = o " --ppl_tokens " div(32768, ld)
+        if (ev && !smp) o = o " --samples 1 --depths 1"
+        if (tr && !evt) o = o " --eval_tokens 1024"
+        ev = 0; ppl = 0; smp = 0; tasks = ""; tr = 0; evt = 0
+    }
+    {
+        step = 0; delete accum  # each step'"'"'s --grad_accum: its batch stays a multiple of it
+        for (i = 1; i < NF; i++) { if ($i == "&&") step++; else if ($i == "--grad_accum") accum[step] = $(i + 1) }
+        o = ""; ev = 0; ppl = 0; smp = 0; tasks = ""; tr = 0; evt = 0; step = 0
+        for (i = 1; i <= NF; i++) {
+            f = $i; v = $(i + 1)
+            if (f ~ /evaluate\.py$/) ev = 1
+            if (f ~ /train\.py$/) tr = 1
+            if (f == "--eval_tokens") evt = 1
+            if (f == "&&") { step_end(); step++ }
+            if (f == "--tasks") tasks = v
+            if (f == "--ppl_tokens") ppl = 1
+            if (f == "--samples") smp = 1
+            if (f == "--compile") continue
+            if (f == "--size" && (v in H)) { o = o " " f " " v " --n_embd " 8 * H[v]; i++; continue }
+            if (f ~ /^--(block_size|window|target|longppl_short|chunk_size|ppl_tokens)$/) v = div(v, ld)
+            else if (f == "--lengths") v = lens(v)
+            else if (f == "--iters") v = div(v, 1000)
+            else if (f == "--tokens") v = div(v, 100000)
+            else if (f == "--batch_size") { v = div(v, 32); a = accum[step]; if (a > 1 && v % a) v += a - v % a }
+            else if (f ~ /^--(final_eval_tokens|eval_tokens)$/) v = 1024
+            else if (f ~ /^--(samples|probe_samples|depths)$/) v = 1
+            else { o = o " " f; continue }
+            o = o " " f " " v; i++
+        }
+        step_end()
+        print substr(o, 2)
+    }'
+}
+
+rehearse_seeds() {  # stdin: lines -> those of the first REHEARSE_SEEDS seeds (all without it; EVAL_SEED kept)
+    local k=${REHEARSE_SEEDS:-}
+    [[ -z $k ]] && { cat; return; }
+    [[ $k =~ ^[1-9][0-9]*$ ]] || die "REHEARSE_SEEDS must be a positive integer, got '$k'"
+    awk -v k="$k" -v keep="$EVAL_SEED" '{
+        line = $0; drop = 0
+        while (match(line, /(--seed |_s)[0-9]+/)) {
+            s = substr(line, RSTART, RLENGTH); sub(/^(--seed |_s)/, "", s)
+            if (s + 0 >= k && s != keep) drop = 1
+            line = substr(line, RSTART + RLENGTH)
+        }
+        if (!drop) print
+    }'
+}
+
+rehearse_data() {  # DATA (and for longctx EVAL_DATA) prepared from the bundled corpus, once
+    local src=$HERE/data/shakespeare.tar.xz
+    if [[ $study != lengen && ! -f $DATA/manifest.json ]]; then
+        note "rehearsal: preparing DATA=$DATA from the bundled corpus"
+        $PY data.py prepare "$src" "$DATA" --quiet > /dev/null || die "rehearsal: data.py prepare failed"
+    fi
+    if [[ $study == longctx && ! -f $EVAL_DATA/manifest.json ]]; then
+        note "rehearsal: preparing EVAL_DATA=$EVAL_DATA (half the documents held out)"
+        $PY data.py prepare "$src" "$EVAL_DATA" --val_frac 0.5 --quiet > /dev/null || die "rehearsal: data.py prepare failed"
+    fi
+}
+
+export_lines() {  # STUDY -> the exports a paper outcome needs: longctx's HELMET / RULER (run outside this
+    # project, on transformers) score every main-recipe extension; export.py checks its logits
+    [[ $1 == longctx ]] || return 0
+    local run
+    for run in "$OUT/longctx/"*-ntk*-f0.05; do
+        [[ $run == *_s$EVAL_SEED-* || ! -f $run/result.json || -f $run/hf/config.json ]] && continue
+        echo "$PY export.py $run --format hf"
+    done
+}
+
+rehearse_pool() {  # LOGDIR NAME; stdin: lines -> run in 3 x JOBS packs (rehearse.py pack: one Python
+    # process runs a pack's lines one after the other, each as cli.py chain runs a line, and goes on after a
+    # failed line), dealt round robin so that the long first-seed lines spread over the packs
+    local logdir=$1 name=$2 k=0 line
+    mkdir -p "$logdir/packs"
+    rm -f "$logdir/packs/${name}_"*.txt
+    while IFS= read -r line; do
+        printf '%s\n' "$line" >> "$logdir/packs/${name}_$(( k % (3 * JOBS) )).txt"; k=$((k + 1))
+    done
+    (( k )) && run_pool "$logdir" < <(for line in "$logdir/packs/${name}_"*.txt; do echo "$PY rehearse.py pack $line"; done)
+}
+
+rehearse_outcomes() {  # after the analysis: the exports an outcome needs, then every outcome with its runs
+    rehearse_pool "$OUT/$study/logs" export < <(export_lines "$study")
+    $PY rehearse.py outcomes "$study" "$OUT/$study"
+}
+
+rehearse_run() {  # the rehearsal's run: pass 1 (training lines), pass 2 (evaluate.py lines), the
+    # analysis, the exports an outcome needs, then the outcomes and the runs each rests on
+    local start=$SECONDS rc=0
+    passes
+    note "rehearsal of $study: ${#GRID[@]} lines (${#FIRST[@]} + ${#SECOND[@]} to run), packed," \
+         "JOBS=$JOBS, OMP_NUM_THREADS=$OMP_NUM_THREADS, OUT=$OUT"
+    (( ${#FIRST[@]} )) && rehearse_pool "$OUT/$study/logs" pass1 < <(printf '%s\n' "${FIRST[@]}")
+    (( ${#SECOND[@]} )) && rehearse_pool "$OUT/$study/logs" pass2 < <(printf '%s\n' "${SECOND[@]}")
+    note "rehearsal: runs finished in $(( (SECONDS - start) / 60 ))m$(( (SECONDS - start) % 60 ))s, ${#FAILED[@]} packs with a failed line"
+    post "$study" || rc=$?
+    rehearse_outcomes || rc=1
+    note "rehearsal of $study: $(( (SECONDS - start) / 60 ))m$(( (SECONDS - start) % 60 ))s in all"
+    (( ${#FAILED[@]} )) && { note "failed lines: grep -l FAILED $OUT/$study/logs/*.log"; rc=1; }
+    return $rc
+}
+
+# -----------------------------------------------------------------------------
 # Skip / resume: turn a grid line into what is left to run (empty when everything is done).
 
 step_target() {  # one step -> STEP_KIND (train | extend | eval | "") and STEP_DIR
@@ -504,6 +677,17 @@ pending() {  # one grid line -> PENDING: the steps still to do, ' && '-joined ("
                 [[ -f $STEP_DIR/eval.json ]] && continue ;;
         esac
         PENDING+="${PENDING:+ && }$s"
+    done
+}
+
+passes() {  # GRID -> FIRST, SECOND: what is left to run, the second-pass lines (evaluate.py steps only,
+    # paper longctx) apart: they read the runs of the first pass (and its LongPPL evaluator), so they
+    # start once every first-pass line has ended, not beside one still training its cell
+    local line
+    FIRST=(); SECOND=()
+    for line in "${GRID[@]}"; do
+        pending "$line"; [[ -z $PENDING ]] && continue
+        [[ $PENDING == "$PY evaluate.py "* ]] && SECOND+=("$PENDING") || FIRST+=("$PENDING")
     done
 }
 
@@ -635,7 +819,8 @@ post() {
     local study=$1 rc=0
     if [[ $study == qat ]]; then
         note "grid-distance probe (evaluate.py --tasks grid) on the warmdown checkpoints"
-        run_pool "$OUT/qat/logs/probe" < <(probe_lines)
+        if [[ $REHEARSE == 1 ]]; then rehearse_pool "$OUT/qat/logs/probe" probe < <(probe_lines)
+        else run_pool "$OUT/qat/logs/probe" < <(probe_lines); fi
     fi
     local -a folders=("$OUT/$study") flags=(--study "$study")  # every run read is this study's
     if [[ $study == qat || $study == qat-probes ]]; then
@@ -643,7 +828,9 @@ post() {
         # so qat-probes is analysed together with the grid (as the QAT seed's Phase 2 + Phase 5)
         qat_axes
         [[ $study == qat-probes && -d $OUT/qat ]] && folders=("$OUT/qat" "$OUT/qat-probes")
-        flags+=(--fit_sizes "${QAT_SIZES// /,}" --out "$OUT/$study")
+        local fit=${QAT_SIZES// /,}
+        [[ $REHEARSE == 1 ]] && fit=$(rehearse_sizes "$fit")  # its runs' size names carry the shrunk width
+        flags+=(--fit_sizes "$fit" --out "$OUT/$study")
     fi
     note "analysis: $PY analyze.py ${folders[*]} ${flags[*]}"
     $PY analyze.py "${folders[@]}" "${flags[@]}" || rc=$?
@@ -684,7 +871,7 @@ estimate() {  # rough wall time of tiny text-training lines, from timings on the
 
 usage() {
     echo "usage: bash sweep.sh [--dry-run | --count | --cost | --task I | --post] STUDY   (studies: $STUDIES;" \
-         "env SCALE=tiny|paper OUT JOBS GPUS PYTHON DATA EVAL_DATA EXTRA; --cost: MFU GPU PEAK VAL_TOKENS STARTUP)"
+         "env SCALE=tiny|paper OUT JOBS GPUS JOBS_PER_GPU PYTHON DATA EVAL_DATA EXTRA; --cost: MFU GPU PEAK VAL_TOKENS STARTUP STEP_FLOOR)"
 }
 
 # -----------------------------------------------------------------------------
@@ -708,9 +895,10 @@ done
 [[ " $STUDIES " == *" $study "* ]] || die "unknown study '$study' (choose from: $STUDIES)"
 
 NCPU=$(nproc 2>/dev/null || echo 1)
+[[ ${JOBS_PER_GPU:-1} =~ ^[1-9][0-9]*$ ]] || die "JOBS_PER_GPU must be a positive integer, got '$JOBS_PER_GPU'"
 if [[ -z ${JOBS:-} ]]; then
-    if [[ -n ${GPUS:-} ]]; then JOBS=$(awk -F, '{print NF}' <<< "$GPUS")
-    elif [[ $SCALE == tiny ]]; then JOBS=$NCPU
+    if [[ -n ${GPUS:-} ]]; then JOBS=$(( $(awk -F, '{print NF}' <<< "$GPUS") * ${JOBS_PER_GPU:-1} ))
+    elif [[ $SCALE == tiny || $REHEARSE == 1 ]]; then JOBS=$NCPU
     else JOBS=1; fi
 fi
 [[ $JOBS =~ ^[1-9][0-9]*$ ]] || die "JOBS must be a positive integer, got '$JOBS'"
@@ -721,14 +909,17 @@ fi
 if [[ $SCALE == paper && $study == longctx && -z $EVAL_DATA && $mode == dry ]]; then  # a list for a scheduler
     note "warning: EVAL_DATA is not set, so these lines have no --eval_data: set it before handing them on"
 fi
+[[ $REHEARSE == 1 && ( $mode == run || $mode == task ) ]] && rehearse_data
 if [[ $SCALE == paper && $study == longctx && ( $mode == run || $mode == task ) ]]; then  # before anything trains
     [[ -n $EVAL_DATA && -f $EVAL_DATA/manifest.json ]] || die "SCALE=paper longctx needs EVAL_DATA, a prepared" \
         "long-document set (python data.py prepare BOOKS EVAL --val_frac 0.5): loss, gap and LongPPL are measured" \
         "inside single documents of ${PAPER_LENGTHS/,/-} tokens, which a web corpus rarely holds enough of"
-    $PY data.py windows "$EVAL_DATA" --lengths "$PAPER_LENGTHS" --min_windows $PAPER_MIN_WINDOWS > /dev/null || exit 2
     # the extensions' data: one pass of the main recipe's tokens (5% of 2.0B) in windows of the target
-    $PY data.py windows "$EVAL_DATA" --split train --lengths "$PAPER_TARGET" \
-        --min_windows $(( 131072 * 15259 / 20 / PAPER_TARGET )) > /dev/null || exit 2
+    chk=(--batch_size 128 --block_size 1024 --iters 15259 --target $PAPER_TARGET --lengths $PAPER_LENGTHS)
+    [[ $REHEARSE == 1 ]] && read -r -a chk <<< "$(rehearse_lines <<< "${chk[*]}")"  # the rehearsal's sizes
+    $PY data.py windows "$EVAL_DATA" --lengths "${chk[9]}" --min_windows $PAPER_MIN_WINDOWS > /dev/null || exit 2
+    $PY data.py windows "$EVAL_DATA" --split train --lengths "${chk[7]}" \
+        --min_windows $(( chk[1] * chk[3] * chk[5] / 20 / chk[7] )) > /dev/null || exit 2
 fi
 if [[ $SCALE == paper && ( $mode == run || $mode == task ) && -n $DATA && $study != lengen && ! -f $DATA/manifest.json ]] \
    && ! compgen -G "$DATA/*.bin" > /dev/null; then  # a prepared folder, or a folder of token shards
@@ -736,14 +927,15 @@ if [[ $SCALE == paper && ( $mode == run || $mode == task ) && -n $DATA && $study
         "on the first one tokenising it): python data.py prepare $DATA PREPARED --procs N, then DATA=PREPARED"
 fi
 
-mapfile -t GRID < <(grid "$study")
+if [[ $REHEARSE == 1 ]]; then mapfile -t GRID < <(grid "$study" | rehearse_lines | rehearse_seeds)
+else mapfile -t GRID < <(grid "$study"); fi
 case $mode in
     count)
         echo "${#GRID[@]}" ;;
     cost)
         for line in "${GRID[@]}"; do job_name "$line"; printf '%s\t%s\n' "$JOB_NAME" "$line"; done |
             "$PY" cost.py --mfu "${MFU:-0.4}" --gpu "${GPU:-H100}" --peak "${PEAK:-0}" --val_tokens "${VAL_TOKENS:-0}" \
-                --startup "${STARTUP:-0}"
+                --startup "${STARTUP:-0}" --jobs_per_gpu "${JOBS_PER_GPU:-1}" ${STEP_FLOOR:+--step_floor "$STEP_FLOOR"}
         exit "${PIPESTATUS[1]}" ;;
     dry)
         left=0
@@ -764,14 +956,18 @@ case $mode in
         run_task "$PENDING"; exit $?
         ;;
     post)
-        post "$study"; exit $? ;;
+        rc=0; post "$study" || rc=$?
+        [[ $REHEARSE == 1 ]] && { rehearse_outcomes || rc=1; }
+        exit $rc ;;
     run)
+        [[ $REHEARSE == 1 ]] && { rehearse_run; exit $?; }
         start=$SECONDS
-        todo=()
-        for line in "${GRID[@]}"; do pending "$line"; [[ -n $PENDING ]] && todo+=("$PENDING"); done
+        passes
+        todo=("${FIRST[@]}" "${SECOND[@]}")
         note "$study (SCALE=$SCALE): ${#GRID[@]} jobs, $((${#GRID[@]} - ${#todo[@]})) already finished," \
              "${#todo[@]} to run with JOBS=$JOBS${GPUS:+ on GPUs $GPUS}, OMP_NUM_THREADS=$OMP_NUM_THREADS"
-        (( ${#todo[@]} )) && run_pool "$OUT/$study/logs" < <(printf '%s\n' "${todo[@]}")
+        (( ${#FIRST[@]} )) && run_pool "$OUT/$study/logs" < <(printf '%s\n' "${FIRST[@]}")
+        (( ${#SECOND[@]} )) && run_pool "$OUT/$study/logs" < <(printf '%s\n' "${SECOND[@]}")  # after the first pass
         note "$study: runs finished in $(( (SECONDS - start) / 60 ))m$(( (SECONDS - start) % 60 ))s, ${#FAILED[@]} failed"
         rc=0
         post "$study" || rc=$?

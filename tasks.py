@@ -537,6 +537,12 @@ def algo_example_len(task, n, offset=0):
     return len(algo_example(task, n, random.Random(0), offset)[0])
 
 
+def algo_width(task, lengths, offset_max=0):
+    """Columns of the longest training example of a run (inputs up to lengths[1], offsets up to
+    offset_max): the one width of its batches under --compile (algo_targets)."""
+    return algo_example_len(task, lengths[1], offset_max) - 1
+
+
 def algo_batch(task, n_min, n_max, batch, block, rng, offset_max=0, cover=False):
     """x, y, mask: int64 [batch, block]; y = x shifted by one; mask[b, t] = 1 where y[b, t] is an
     answer token. Sizes n ~ U[n_min, n_max], or with cover=True n_min + b mod (n_max - n_min + 1)
@@ -571,14 +577,18 @@ def algo_lengths(spec):
     return lo, hi
 
 
-def algo_targets(task, lengths, rows, block, seed, offset_max=0, cover=False):
+def algo_targets(task, lengths, rows, block, seed, offset_max=0, cover=False, width=0):
     """A training or evaluation batch of an algorithmic task: x, and y with -1 (no loss) everywhere
     but the answer tokens. A pure function of seed (resume and DDP rely on it). The columns past
     the last answer token of every row (all PAD, no loss) are dropped: the model is causal, so
     the loss and every kept prediction are unchanged, and a batch of short examples does not pay
-    for a whole padded block (positional tables come from the model's config, never from T)."""
+    for a whole padded block (positional tables come from the model's config, never from T).
+    width > 0 (a compiled model, train.py --compile): every batch has that many columns instead,
+    at least the longest example of the run's lengths (algo_width); the extra columns are PAD with
+    no loss, so the loss and the kept predictions mean the same (equal up to float rounding): a
+    width that changed every step made dynamo recompile the blocks every step, up to its limit."""
     x, y, mask = algo_batch(task, *lengths, rows, block, random.Random(str(seed)), offset_max, cover)
-    used = int(mask.any(0).nonzero().max()) + 1
+    used = width or int(mask.any(0).nonzero().max()) + 1
     return x[:, :used], y[:, :used].masked_fill(mask[:, :used] == 0, -1)
 
 

@@ -7,7 +7,7 @@ Train a small GPT, optionally with quantisation-aware training (QAT), on the bun
 
 The trainer: its config, the LR schedule, Muon/AdamW, the loop, evaluation, checkpoints and the run
 record. The data pipeline is data.py, the model model.py; extend.py, evaluate.py and export.py
-start from the run folders written here (load_run).
+start from the run folders written here (evaluate.load_run).
 """
 import contextlib
 import copy
@@ -26,7 +26,7 @@ import cli
 import data
 import tasks
 from cli import UserError, flag, parse, write_json, atomic_write, main as cli_main
-from model import GPT, GPTConfig, SIZES, hope_record, model_from_checkpoint
+from model import GPT, GPTConfig, SIZES, evaluate, hope_record, load_checkpoint, model_from_checkpoint, save_checkpoint
 from quant import frozen, ptq_eval, set_qat, check_bits
 
 # The final evaluation's budget: 2^23 tokens holds the whole val split of the bundled corpus (0.2-0.3M
@@ -102,8 +102,6 @@ class TrainConfig:
 # may change on --resume (ptq_bits and the final-eval flags only shape the final evaluation, done after the resume)
 FREE_ON_RESUME = ("resume", "quiet", "overwrite", "compile", "out_dir", "cache_dir", "dist_timeout", "ptq_bits",
                   "final_eval_tokens", "eval_batch_tokens")
-
-
 
 # -----------------------------------------------------------------------------
 # Schedule and optimizers
@@ -254,7 +252,7 @@ def train_step(run, mult):
     for o in run.opts:
         for g in o.param_groups:
             g["lr"] = g["base_lr"] * mult
-    x, y = data.train_batch(cfg, run.mcfg.block_size, run.corpus, run.step, run.iters)
+    x, y = run.batches(run.step)  # built while the last step ran (data.Prefetch)
     micro = len(x) // cfg.grad_accum
     per_rank = micro // dist.world
     loss_sum = torch.zeros((), device=dist.device)
@@ -427,67 +425,6 @@ def finish(run):
     return result
 
 # -----------------------------------------------------------------------------
-# Evaluation of the val split
-
-
-@torch.no_grad()
-def evaluate(model, tokens, token_bytes, block_size, batch_tokens=0, max_tokens=0, device="cpu",
-             dist_info=None, prefix_tokens=0):
-    """Loss (nats/token) and bits per UTF-8 byte on consecutive, non-overlapping windows of
-    `tokens` (the first max_tokens of them; 0 = all): deterministic, so runs can be compared to a few
-    thousandths of a nat. batch_tokens per forward pass (0 = cli.eval_batch_tokens; a window's loss
-    does not depend on the batch it is in). Windows are split across DDP ranks and summed.
-    token_bytes None: no bits per byte. prefix_tokens > 0 also returns "prefix": the loss of the
-    windows that max_tokens=prefix_tokens would take, from the same forward passes."""
-    dist_info = dist_info or cli.Dist()
-    n_win = eval_windows(len(tokens), block_size, max_tokens)
-    n_pre = eval_windows(len(tokens), block_size, prefix_tokens) if prefix_tokens else 0
-    width = min(block_size, len(tokens) - 1)
-    rows = max(1, cli.eval_batch_tokens(device, vocab_of(model, token_bytes), batch_tokens) // width)
-    was_training = model.training
-    model.eval()
-    tot = torch.zeros(5, dtype=torch.float64, device=device)  # sum loss, tokens, bytes; prefix: sum loss, tokens
-    wins = list(range(dist_info.rank, n_win, dist_info.world))
-    for i in range(0, len(wins), rows):
-        chunk = wins[i:i + rows]
-        xy = np.stack([tokens[w * width: w * width + width + 1] for w in chunk]).astype(np.int64)
-        if token_bytes is not None:  # counted on the host copy: no device round trip per batch
-            tot[2] += float(token_bytes[xy[:, 1:]].sum())
-        xy = torch.from_numpy(xy).to(device)
-        with cli.autocast(device):
-            _, loss = model(xy[:, :-1], xy[:, 1:], reduction="none")
-        tot[0] += loss.double().sum()
-        tot[1] += loss.numel()
-        k = sum(w < n_pre for w in chunk)  # a rank's windows ascend: the prefix ones lead its batch
-        if k:
-            tot[3] += loss[:k].double().sum()
-            tot[4] += loss[:k].numel()
-    cli.all_reduce_sum(tot, dist_info)
-    model.train(was_training)
-    loss = (tot[0] / tot[1]).item()
-    bpb = (tot[0] / (math.log(2) * tot[2])).item() if tot[2] > 0 else None
-    out = dict(loss=loss, bpb=bpb, tokens=int(tot[1].item()))
-    if n_pre:
-        out["prefix"] = dict(loss=(tot[3] / tot[4]).item(), tokens=int(tot[4].item()))
-    return out
-
-
-def vocab_of(model, token_bytes=None):
-    """The model's vocabulary (its logits' width): its config's, else the corpus's (token_bytes has one
-    entry per id), else a large one (a conservative batch)."""
-    config = getattr(model, "config", None)
-    if getattr(config, "vocab_size", None):
-        return config.vocab_size
-    return len(token_bytes) if token_bytes is not None else 2 ** 17
-
-
-def eval_windows(n_tokens, block_size, max_tokens=0):
-    """Windows evaluate() scores in a split of n_tokens: whole block_size windows of the first
-    max_tokens + 1 tokens (0 = all), at least one (shorter, when the split is)."""
-    n = n_tokens - 1 if not max_tokens else min(max_tokens, n_tokens - 1)
-    return max(n // block_size, 1)
-
-# -----------------------------------------------------------------------------
 # Set-up: everything checked before anything is written, then the run folder claimed
 
 
@@ -515,6 +452,7 @@ class Run:
     extra_steps: dict = field(default_factory=dict)
     final: tuple = None           # (QAT on, result): a final pass the loop's last eval already ran
     stop: str = ""                # DDP: the stop signal any rank had by the last step's all-reduce
+    batches: object = None        # step -> its global batch (data.train_batches)
 
     def path(self, name):
         return os.path.join(self.out_dir, name)
@@ -527,7 +465,7 @@ def setup(cfg):
         raise UserError(f"--batch_size {cfg.batch_size} must divide by grad_accum x processes "
                         f"= {cfg.grad_accum * dist.world}")
     init = load_checkpoint(cfg.init_from) if cfg.init_from else None
-    corpus = None if cfg.algo else corpus_of(cfg)
+    corpus = None if cfg.algo else data.corpus_of(cfg)
     vocab = len(tasks.ALGO_VOCAB) if cfg.algo else corpus.vocab_size
     torch.manual_seed(cfg.seed)
     if init:  # another run's weights and architecture, with the model flags given here on top
@@ -547,7 +485,7 @@ def setup(cfg):
     if not cfg.compile:
         eager_optimizers()
     run = Run(cfg, mcfg, model.to(dist.device), model, build_optimizers(model, cfg), dist, corpus, out_dir,
-              iters, extra=extra)
+              iters, extra=extra, batches=data.train_batches(cfg, block, corpus, iters, "cuda" in dist.device))
     if dist.master:
         os.makedirs(out_dir, exist_ok=True)
         run.lock = cli.lock_folder(out_dir)  # before the first write; released by train() (or below)
@@ -573,16 +511,14 @@ def run_name(cfg, mcfg):
             f"_{cfg.optimizer}_s{cfg.seed}")
 
 
-def corpus_of(cfg):
-    return data.load_corpus(cfg.data, cfg.tokenizer, cfg.vocab_size, cfg.cache_dir, cfg.val_frac)
-
-
 def compile_blocks(model):
     """--compile, regional: the model as the loop calls it, its transformer blocks torch.compile'd
     one by one (blocks of one kind share a compiled graph: compile time does not grow with depth;
     the position tables, embedding and loss stay eager, which keeps dynamic_ntk, learned positions
     and the other model-level Python out of the graph). A shallow copy of model with the same
-    parameters and buffers: model itself stays eager for evaluation, probes and checkpoints."""
+    parameters and buffers: model itself stays eager for evaluation, probes and checkpoints. Dynamo
+    starts empty: runs chained in one process (cli.chain, extend.py's stages) hit its recompile limit."""
+    torch._dynamo.reset()
     view = copy.copy(model)
     view._modules = dict(model._modules)
     view.blocks = torch.nn.ModuleList(torch.compile(b) for b in model.blocks)
@@ -669,7 +605,7 @@ def truncate_log(run):
     atomic_write(run.path("log.jsonl"), "".join(json.dumps(cli.clean(r)) + "\n" for r in rows))
 
 # -----------------------------------------------------------------------------
-# Checkpoints and the one run-folder loader
+# Checkpoints (their format: model.py)
 
 
 def checkpoint(run, name):
@@ -682,70 +618,6 @@ def checkpoint(run, name):
         clock = dict(tokens_done=run.tokens_done, train_time=run.train_time, wall=run.wall + time.time() - run.t0)
         save_checkpoint(run.path(name), run.model, run.opts, run.step, run.cfg, run.mcfg,
                         dict(run.extra, losses=run.losses[-smooth_steps(run.iters):], clock=clock))
-
-
-def save_checkpoint(path, model, opts, step, cfg, mcfg, extra=None):
-    """Atomically write model + optimiser + step + RNG + configs (torch.load weights_only-safe)."""
-    ckpt = dict(kind="gpt-run", model=model.state_dict(), optimizers=[o.state_dict() for o in opts],
-                step=step, train_config=asdict(cfg), model_config=asdict(mcfg),
-                rng=dict(torch=torch.get_rng_state()), extra=extra or {})
-    atomic_write(path, lambda f: torch.save(ckpt, f), "wb")
-
-
-def load_checkpoint(path):
-    """Load a run checkpoint safely (weights_only=True). Raises UserError on anything wrong."""
-    if not os.path.isfile(path):
-        raise UserError(f"no checkpoint at {path}")
-    try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:
-        raise UserError(f"corrupt or unreadable checkpoint {path}: {type(e).__name__}") from None
-    if not isinstance(ckpt, dict) or ckpt.get("kind") != "gpt-run":
-        raise UserError(f"{path} is not a checkpoint of this project")
-    bad = [k for k, t in CKPT_SCHEMA.items() if not isinstance(ckpt.get(k), t)]
-    if bad or ckpt["step"] < 0 or not isinstance(ckpt.get("extra", {}), dict):
-        what = f"no valid {bad[0]!r}" if bad else "a negative step or a malformed 'extra'"
-        raise UserError(f"{path} is not a complete checkpoint of this project ({what})")
-    return ckpt
-
-
-CKPT_SCHEMA = dict(model=dict, model_config=dict, train_config=dict, step=int, optimizers=list, rng=dict)
-
-
-
-def checkpoint_file(which):
-    """final | warmdown | a --save_at fraction (0.25) -> the file name in a run folder."""
-    if which in ("final", "warmdown"):
-        return "ckpt.pt" if which == "final" else "ckpt_warmdown.pt"
-    try:
-        return f"ckpt_{float(which):g}.pt"
-    except ValueError:
-        raise UserError(f"--ckpt {which!r}: final | warmdown | a --save_at fraction like 0.25") from None
-
-
-def config_from_checkpoint(ckpt):
-    try:
-        return TrainConfig(**ckpt["train_config"])
-    except TypeError as e:
-        raise UserError(f"checkpoint's train_config does not match this train.py: {e}") from None
-
-
-def load_run(run, which="final", **overrides):
-    """The one run-folder loader: (model, TrainConfig, checkpoint dict) of a run's checkpoint
-    `which`; overrides change model config fields. The final checkpoint of a run without
-    result.json is a resume point, not a result."""
-    if not os.path.isdir(run):
-        raise UserError(f"no run folder {run}")
-    name = checkpoint_file(which)
-    if not os.path.isfile(os.path.join(run, name)):
-        have = sorted(n[5:-3] for n in os.listdir(run) if n.startswith("ckpt_") and n.endswith(".pt"))
-        raise UserError(f"no checkpoint {name} in {run}; available: {', '.join(['final'] * os.path.isfile(os.path.join(run, 'ckpt.pt')) + have) or 'none'}")
-    if which == "final" and not os.path.isfile(os.path.join(run, "result.json")):
-        raise UserError(f"{run} has no result.json: the run is not finished "
-                        f"(warmdown or a --save_at fraction picks an intermediate checkpoint)")
-    ckpt = load_checkpoint(os.path.join(run, name))
-    return model_from_checkpoint(ckpt, **overrides), config_from_checkpoint(ckpt), ckpt
-
 
 
 def read_result(run):

@@ -47,7 +47,7 @@ def model_flops_per_token(mcfg):
 def step_time(bits, steps=30, warm=5, **kw):
     """Median seconds per optimizer step of the default config at this bit-width."""
     cfg = train.TrainConfig(model=dict(bits=bits), **kw)
-    corpus = train.corpus_of(cfg)
+    corpus = data.corpus_of(cfg)
     torch.manual_seed(0)
     model = GPT(train.model_config(cfg, corpus.vocab_size))
     block = model.config.block_size

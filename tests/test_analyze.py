@@ -618,8 +618,16 @@ def test_lengen_gate_excludes_cells_not_learned_in_distribution(tmp_path):
     p = nope["vs_reference"]["score"]
     assert p["mean_diff"] == pytest.approx(0.5) and (p["wins"], p["losses"], p["n"]) == (3, 0, 3) and p["z"] > 0
     assert set(nope["vs_reference"]["by_length"]) == {"32", "48"}  # the bins past N only
-    assert c[("copy", "hope")]["verdict"].startswith("not distinguishable from rope (Δ +0.000, paired t p=")
+    assert c[("copy", "hope")]["verdict"].startswith("not distinguishable from rope (Δ +0.000, p=1, Holm p=1; detectable: 0.46")
     assert c[("copy", "rope")]["verdict"] == "reference" and p["p"] == pytest.approx(0.0132, abs=1e-3)
+    # the declared family: nope and hope against rope (alibi is excluded, sort/nope has no comparison);
+    # Holm doubles the smaller p, which still passes
+    fam = {h["claim"]: h for h in lg["family"]["hypotheses"]}
+    assert lg["family"]["m"] == 2 and set(fam) == {"copy: nope vs rope: score (exact match past N)",
+                                                   "copy: hope vs rope: score (exact match past N)"}
+    h = fam["copy: nope vs rope: score (exact match past N)"]
+    assert h["p"] == pytest.approx(p["p"]) and h["p_holm"] == pytest.approx(2 * p["p"]) and h["passed"]
+    assert nope["extrapolates"] is False  # better, but held to 16 = N: no bin past N at the gate
     assert c[("sort", "nope")]["verdict"] == "no comparison: rope not learned in distribution"
     assert c[("copy", "rope")]["held_to"] == 16 and c[("copy", "nope")]["held_to"] == 16
     md = (tmp_path / "analysis.md").read_text()
@@ -630,6 +638,7 @@ def test_lengen_gate_excludes_cells_not_learned_in_distribution(tmp_path):
     assert [x["encoding"] for x in lg["excluded"]] == []
     alibi = {(x["task"], x["encoding"]): x for x in lg["cells"]}[("copy", "alibi")]
     assert alibi["verdict"] == "better than rope" and alibi["held_to"] == 48 and alibi["learned"]
+    assert alibi["extrapolates"] and lg["family"]["m"] == 4  # sort/rope (0.5) is learned at this gate too
 
 
 def test_posenc_loss_and_gated_retrieval_by_length(tmp_path):
@@ -725,20 +734,33 @@ def test_a_run_of_one_study_is_in_no_other_studys_section(tmp_path, capsys):
 
 
 def test_one_rule_for_better_the_paired_t_test_over_three_seeds():
-    """better / worse needs the paired t test at p < 0.05 over >= 3 seeds and a gap of at least the
-    margin; every seed agreeing is not enough (two seeds), nor is a consistent gap on noisy seeds."""
-    acc = lambda a, b: stats.paired_acc(dict(enumerate(a)), dict(enumerate(b)))
-    clear = acc([0.5, 0.6, 0.7], [0.1, 0.0, 0.2])
+    """better / worse needs the paired t test over >= 3 seeds at Holm-adjusted p < 0.05 within the family and
+    a gap of at least the margin; every seed agreeing is not enough (two seeds), nor is a consistent gap on
+    noisy seeds, nor a raw p < 0.05 that Holm lifts over the level (one of several tests)."""
+    def decided(*pairs):
+        hyps = [stats.paired_hypothesis(f"h{i}", analyze_encodings.seed_diffs(dict(enumerate(a)), dict(enumerate(b))))
+                for i, (a, b) in enumerate(pairs)]
+        return stats.decide_family(hyps)["hypotheses"]
+    verdict = analyze_encodings.family_verdict
+    clear, = decided(([0.5, 0.6, 0.7], [0.1, 0.0, 0.2]))
     assert clear["p"] == pytest.approx(2 * scistats.t.sf(0.5 / (0.1 / math.sqrt(3)), 2))
-    assert analyze_encodings.score_verdict(clear, "rope", 0.05) == "better than rope"
-    assert analyze_encodings.score_verdict(acc([0.1, 0.0, 0.2], [0.5, 0.6, 0.7]), "rope", 0.05) == "worse than rope"
-    two = acc([0.9, 0.8], [0.1, 0.2])  # every seed higher, but two seeds
-    assert analyze_encodings.score_verdict(two, "rope", 0.05) == "not distinguishable from rope (Δ +0.700, 2 seeds, fewer than 3)"
-    noisy = acc([0.30, 0.10, 0.45], [0.10, 0.08, 0.12])  # all three higher, z 1.8 (as SWAN on sort): p 0.18
-    assert noisy["wins"] == 3 and not stats.distinguishable(noisy)
-    assert analyze_encodings.score_verdict(noisy, "rope", 0.05) == "not distinguishable from rope (Δ +0.183, paired t p=0.18)"
-    small = acc([0.11, 0.115, 0.12], [0.10, 0.10, 0.10])  # distinguishable, but below the margin
-    assert stats.distinguishable(small) and "|Δ| < 0.05" in analyze_encodings.score_verdict(small, "rope", 0.05)
+    assert verdict(clear, "rope", 0.05) == "better than rope"
+    assert verdict(decided(([0.1, 0.0, 0.2], [0.5, 0.6, 0.7]))[0], "rope", 0.05) == "worse than rope"
+    assert verdict(clear, "rope", 0.05, lower_is_better=True) == "worse than rope"  # a loss: higher is worse
+    two, = decided(([0.9, 0.8], [0.1, 0.2]))  # every seed higher, but two seeds
+    assert verdict(two, "rope", 0.05) == "not distinguishable from rope (Δ +0.700, 2 seeds, fewer than 3)"
+    noisy, = decided(([0.30, 0.10, 0.45], [0.10, 0.08, 0.12]))  # all three higher, z 1.8 (as SWAN on sort): p 0.18
+    assert verdict(noisy, "rope", 0.05).startswith("not distinguishable from rope (Δ +0.183, p=0.18, Holm p=0.18; "
+                                                   "detectable: ")
+    small, = decided(([0.11, 0.115, 0.12], [0.10, 0.10, 0.10]))  # passed, but below the margin
+    assert small["passed"] and "|Δ| < 0.05" in verdict(small, "rope", 0.05)
+    # the clear one (p 0.013) among four: Holm multiplies it by 4, over the level, so no verdict word
+    fam = decided(([0.5, 0.6, 0.7], [0.1, 0.0, 0.2]), ([0.3, 0.1, 0.45], [0.1, 0.08, 0.12]),
+                  ([0.2, 0.3, 0.1], [0.2, 0.1, 0.3]), ([0.5, 0.4, 0.6], [0.5, 0.6, 0.4]))
+    assert fam[0]["p_holm"] == pytest.approx(4 * clear["p"]) and not fam[0]["passed"]
+    assert verdict(fam[0], "rope", 0.05).startswith("not distinguishable from rope (Δ +0.500, p=0.013, Holm p=0.052; detectable: ")
+    assert analyze_encodings.exploratory(stats.paired_acc({0: 0.5, 1: 0.6, 2: 0.7}, {0: 0.1, 1: 0.0, 2: 0.2})) == \
+        "exploratory, outside the family (Δ +0.500, raw paired t p=0.013)"
 
 
 def write_threshold_run(root, task, n_layer, N, seed, in_dist, at_2x, at_3x):
@@ -753,19 +775,28 @@ def write_threshold_run(root, task, n_layer, N, seed, in_dist, at_2x, at_3x):
 
 
 def test_lengen_threshold_rule_on_planted_records(tmp_path):
-    """The threshold is the smallest N from which every longer trained N holds >= 0.9 at 2N (and in
-    distribution): a dip at a longer N moves it up, an in-distribution failure counts as a miss, a task
-    that never holds gets null. Threshold-sweep runs stay out of the main cells."""
-    planted = {  # (task, layers) -> {N: (in_dist, at_2x)}
-        ("copy", 1): {4: (1.0, 0.2), 8: (1.0, 0.95), 16: (1.0, 0.5), 24: (1.0, 0.92)},  # dip at 16: 24
-        ("copy", 2): {4: (1.0, 0.3), 8: (0.95, 0.91), 16: (1.0, 0.95), 24: (1.0, 0.97)},  # 8
-        ("sort", 2): {4: (0.5, 0.95), 8: (0.99, 0.92), 16: (1.0, 0.93)},  # 4 fails in distribution: 8
-        ("sort", 1): {4: (1.0, 0.1), 8: (1.0, 0.1)},  # never
+    """The threshold: a row's family test at its longest N (the seeds' min(in-dist, at 2N) - gate) decides
+    whether there is one; it is then the smallest N from which every longer trained N has every seed at the
+    gate in distribution and at 2N: a dip at a longer N moves it up, as does one seed below the gate where the
+    mean is above it, and an in-distribution failure counts as a miss. A row below the gate at its longest N
+    has none up to it (right-censored), a row the test cannot tell from the gate is undecided, a row never
+    learned in distribution is excluded, and ties stay tied in the measured order. Threshold-sweep runs stay
+    out of the main cells."""
+    planted = {  # (task, layers) -> {N: (in_dist, at_2x)}; seeds spread at_2x by +-0.01 (sort 3: +-0.1)
+        ("copy", 1): {4: (1.0, 0.2), 8: (1.0, 0.97), 16: (1.0, 0.5), 24: (1.0, 0.97)},  # dip at 16: 24
+        ("copy", 2): {4: (1.0, 0.3), 8: (0.95, 0.96), 16: (1.0, 0.97), 24: (1.0, 0.98)},  # 8
+        ("copy", 3): {8: (1.0, 0.90), 16: (1.0, 0.97)},  # mean 0.90 at 8, but one seed at 0.89: 16
+        ("sort", 2): {4: (0.5, 0.95), 8: (0.99, 0.96), 16: (1.0, 0.97)},  # 4 fails in distribution: 8
+        ("parity_scratch", 2): {8: (1.0, 0.97), 16: (1.0, 0.98)},  # holds at the shortest N: <= 8
+        ("sort", 1): {4: (1.0, 0.1), 8: (1.0, 0.1)},  # below the gate: none up to 8
+        ("sort", 3): {8: (1.0, 0.5), 16: (1.0, 0.92)},  # 0.82 / 0.92 / 1.02 at 16 (in-dist 1.0 caps the min): undecided
+        ("parity_scratch", 1): {8: (0.5, 0.0), 16: (0.4, 0.0)},  # never learned in distribution: excluded
     }
     for (task, nl), by_n in planted.items():
         for N, (ind, a2) in by_n.items():
             for seed in range(3):
-                write_threshold_run(tmp_path, task, nl, N, seed, ind, a2 + 0.01 * (seed - 1), 0.5)
+                spread = 0.1 if (task, nl) == ("sort", 3) else 0.01
+                write_threshold_run(tmp_path, task, nl, N, seed, ind, a2 + spread * (seed - 1), 0.5)
     for seed in range(3):  # a main-grid run: its own cell, and a point of no threshold row (one N)
         write_algo(tmp_path, "copy", "rope", seed, 0.99, 0.1)
     assert analyze.main([str(tmp_path)]) == 0
@@ -773,15 +804,28 @@ def test_lengen_threshold_rule_on_planted_records(tmp_path):
     assert [(c["task"], c["encoding"], c["n"]) for c in lg["cells"]] == [("copy", "rope", 3)]
     th = lg["threshold"]
     got = {(r["task"], r["n_layer"]): r for r in th["rows"]}
-    assert {k: r["threshold"] for k, r in got.items()} == {("copy", 1): 24, ("copy", 2): 8, ("sort", 2): 8,
-                                                           ("sort", 1): None}
+    assert {k: r["threshold"] for k, r in got.items()} == {
+        ("copy", 1): 24, ("copy", 2): 8, ("copy", 3): 16, ("sort", 2): 8, ("parity_scratch", 2): 8,
+        ("sort", 1): None, ("sort", 3): None, ("parity_scratch", 1): None}
+    status = {k: r["status"] for k, r in got.items()}
+    assert status[("copy", 1)] == "24" and status[("parity_scratch", 2)].startswith("<= 8 (left-censored")
+    assert status[("sort", 1)] == "none up to N=8 (right-censored: it may lie above)"
+    assert status[("sort", 3)].startswith("undecided at N=16 (mean +0.013 from the gate, p=0.82")
+    assert status[("parity_scratch", 1)].startswith("excluded: not learned in distribution")
+    fam = {h["id"]: h for h in lg["family"]["hypotheses"]}  # every row but the excluded one, and no cell
+    assert lg["family"]["m"] == 7 and "threshold/parity_scratch/1/nope" not in fam
+    assert fam["threshold/copy/1/nope"]["effect"] == pytest.approx(0.07) and fam["threshold/copy/1/nope"]["passed"]
     p = got[("copy", 1)]["by_train_len"][1]
-    assert p["train_len"] == 8 and p["at_2x"]["mean"] == pytest.approx(0.95) and p["at_3x"]["mean"] == 0.5
+    assert p["train_len"] == 8 and p["at_2x"]["mean"] == pytest.approx(0.97) and p["at_3x"]["mean"] == 0.5
     assert p["in_dist"]["n"] == 3 and got[("copy", 1)]["encoding"] == "nope"
-    assert th["measured_order"] == {"1": ["copy", "sort"], "2": ["copy", "sort"]}
+    assert th["measured_order"] == {  # copy, parity_scratch and sort tie at 2 layers: one group, by name
+        "1": {"ordered": [["copy"]], "none": ["sort"], "excluded": ["parity_scratch"]},
+        "2": {"ordered": [["copy", "parity_scratch", "sort"]], "none": [], "excluded": []},
+        "3": {"ordered": [["copy"]], "none": ["sort"], "excluded": []}}
     assert th["predicted_order"] == ["copy", "sort", "parity_scratch"]
     assert "lengen_threshold.png" in json.loads((tmp_path / "analysis.json").read_text())["plots"]
-    assert "### The training-length threshold" in (tmp_path / "analysis.md").read_text()
+    md = (tmp_path / "analysis.md").read_text()
+    assert "### The training-length threshold" in md and "2 layers: copy = parity_scratch = sort" in md
 
 
 def test_posenc_chunk_ablation_against_the_full_chunk_model(tmp_path):
@@ -892,3 +936,121 @@ def test_posenc_cells_carry_hope_pairs_and_attention_by_distance(tmp_path):
     assert c["rope"]["hope_pairs"] is None
     d = c["rope"]["attn_by_distance"]["128"]
     assert d["n"] == 2 and d["edges"] == [0, 1, 2, 128] and d["mean"][0] == pytest.approx([0.5, 0.15, 0.01])
+
+
+def write_encoding_study(root):
+    """Planted lengen and posenc runs, 3 seeds: lengen cells (copy: rope, nope, sinusoidal, expe; a gated-out
+    alibi) and a threshold sweep; posenc text and passkey runs (rope, nope, swan, sinusoidal, expe)."""
+    for seed in range(3):
+        write_algo(root, "copy", "rope", seed, 0.98, [0.1, 0.0, 0.2][seed])
+        write_algo(root, "copy", "nope", seed, 0.99, [0.5, 0.6, 0.7][seed])
+        write_algo(root, "copy", "sinusoidal", seed, 0.97, [0.3, 0.5, 0.4][seed])
+        write_algo(root, "copy", "expe", seed, 0.97, [0.2, 0.1, 0.3][seed])
+        write_algo(root, "copy", "alibi", seed, 0.5, 0.9)
+        for N, a2 in ((8, 0.95), (16, 0.97)):
+            write_threshold_run(root, "copy", 2, N, seed, 1.0, a2 + 0.01 * (seed - 1), 0.5)
+        for pos, loss, exact in (("rope", (4.0, 4.5, 5.0), (1.0, 0.2, 0.0)), ("nope", (4.1, 4.2, 4.3), (0.2, 0.0, 0.0)),
+                                 ("sinusoidal", (4.1, 4.15, 4.2), (0.1, 0.0, 0.0)),
+                                 ("expe", (4.1, 4.6, 5.5), (0.0, 0.0, 0.0)), ("swan", (4.0, 4.0, 4.0), (1.0, 0.9, 0.8))):
+            cfg = {"bits": 16, "seed": seed, "size": "0.1M", "block_size": 128, "model": {"pos": pos}}
+            mc = {"pos": pos, "block_size": 128}
+            if pos == "swan":
+                cfg["model"], mc = {"swan": True}, {"swan": True, "block_size": 128}
+            lens = (128, 256, 512)
+            ppl = {"by_length": {str(L): x + 0.01 * seed * (L > 128) * (1 + (pos == "swan")) for L, x in zip(lens, loss)}}
+            write_run(root / "posenc", f"{pos}_s{seed}", cfg, {"val_loss": loss[0]}, model_config=mc,
+                      eval_={"score": None, "ppl": ppl, "tasks": {}})
+            ex = [min(1.0, x + 0.02 * seed * (pos == "swan")) for x in exact]
+            tasks_ = {"passkey": {"by_length": {str(L): {"exact": x, "rank": 1.0} for L, x in zip(lens, ex)}}}
+            write_run(root / "posenc", f"{pos}_passkey_s{seed}", {**cfg, "task_mix": 1.0, "task_list": "passkey"},
+                      {"val_loss": 9.0}, model_config=mc, eval_={"score": sum(ex[1:]) / 2, "ppl": None, "tasks": tasks_})
+
+
+def test_refamily_of_a_fresh_analysis_is_the_fresh_analysis(tmp_path, capsys):
+    """analyze.py --refamily DIR decides the families again from analysis.json alone, by the functions a fresh
+    analysis uses: on a fresh analysis it changes nothing (json and markdown), and on a stale one (families,
+    verdicts, thresholds stripped or wrong, as the stored analyses were) it gives the fresh analysis back.
+    A file with a study that has no family function is refused in one line, unchanged."""
+    write_encoding_study(tmp_path / "runs")
+    for study in ("lengen", "posenc"):
+        out = tmp_path / study
+        assert analyze.main([str(tmp_path / "runs"), "--study", study, "--out", str(out)]) == 0
+        fresh_json, fresh_md = (out / "analysis.json").read_text(), (out / "analysis.md").read_text()
+        rep = json.loads(fresh_json)
+        assert rep[study]["family"]["m"] >= 3 and "### Verdicts: " in fresh_md
+        assert analyze.main(["--refamily", str(out)]) == 0
+        assert json.loads((out / "analysis.json").read_text()) == rep and (out / "analysis.md").read_text() == fresh_md
+        sec = rep[study]
+        del sec["family"]
+        for c in sec["cells"]:
+            c["verdict"] = "stale" if c["verdict"] and "than" in c["verdict"] else c["verdict"]
+            c.pop("extrapolates", None)
+            c.pop("loss_verdict", None)
+            if c.get("vs_baseline"):
+                c["vs_baseline"].update({k: "stale" for k in ("verdict", "loss_verdict", "score_verdict") if k in c["vs_baseline"]})
+        for r in (sec.get("threshold") or {}).get("rows", []):
+            r["threshold"], r["status"] = 8, "stale"
+        if sec.get("threshold"):
+            sec["threshold"]["measured_order"] = {"2": ["copy"]}
+        (out / "analysis.json").write_text(json.dumps(rep))
+        assert analyze.main(["--refamily", str(out)]) == 0
+        assert json.loads((out / "analysis.json").read_text()) == json.loads(fresh_json)
+        assert (out / "analysis.md").read_text() == fresh_md
+    lg = json.loads((tmp_path / "lengen" / "analysis.json").read_text())["lengen"]
+    assert lg["threshold"]["rows"][0]["threshold"] == 8 and lg["family"]["m"] == 5  # 3 vs rope, sinusoidal vs nope, 1 row
+    # a stored file without a cell's per-seed values: that hypothesis is labelled and left out of m, not invented
+    rep = json.loads((tmp_path / "lengen" / "analysis.json").read_text())
+    nope = next(c for c in rep["lengen"]["cells"] if c["encoding"] == "nope")
+    del nope["score"]["per_seed"]
+    del rep["lengen"]["threshold"]["rows"][0]["by_train_len"][-1]["at_2x"]["per_seed"]
+    (tmp_path / "lengen" / "analysis.json").write_text(json.dumps(rep))
+    assert analyze.main(["--refamily", str(tmp_path / "lengen"), "--no_plots"]) == 0
+    lg = json.loads((tmp_path / "lengen" / "analysis.json").read_text())["lengen"]
+    h = next(h for h in lg["family"]["hypotheses"] if h["claim"].startswith("copy: nope vs rope"))
+    assert h["p"] is None and "excluded: fewer than 2 per-seed values stored" in h["test"]
+    assert lg["family"]["m"] == 2  # nope vs rope, sinusoidal vs nope and the threshold row are out
+    assert next(c for c in lg["cells"] if c["encoding"] == "nope")["verdict"] == "no seeds in common with rope"
+    assert lg["threshold"]["rows"][0]["status"] == "undecided at N=16 (fewer than 2 per-seed values stored)"
+    pe = json.loads((tmp_path / "posenc" / "analysis.json").read_text())["posenc"]
+    ids = [h["id"] for h in pe["family"]["hypotheses"]]  # the passkey cells of nope, sinusoidal, expe are gated out
+    assert ids == [f"task_mix:passkey: swan vs rope/score"] + [f"text: {e} vs {b}/loss" for e, b in (
+        ("nope", "rope"), ("expe-qk", "rope"), ("sinusoidal", "rope"), ("sinusoidal", "nope"), ("swan", "rope"))]
+    capsys.readouterr()
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "analysis.json").write_text(json.dumps({"studies": {"qat": 3}, "qat": {}}))
+    assert analyze.main(["--refamily", str(other)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no family function for qat" in err
+    assert json.loads((other / "analysis.json").read_text()) == {"studies": {"qat": 3}, "qat": {}}
+
+
+def test_power_mode_prints_the_detectable_effect_and_the_seeds_needed(tmp_path, capsys):
+    """analyze.py --power DIR [--seeds N] [--effect X]: per hypothesis of the stored family, the effect its
+    test detects at N seeds and the seeds X needs, both at the family's strictest Holm step (stats.power_plan,
+    the numbers checked against min_detectable_effect and seeds_needed); a file without a family, and a
+    planned seed count below 2, are one-line errors."""
+    write_encoding_study(tmp_path / "runs")
+    out = tmp_path / "lengen"
+    assert analyze.main([str(tmp_path / "runs"), "--study", "lengen", "--no_plots", "--out", str(out)]) == 0
+    fam = json.loads((out / "analysis.json").read_text())["lengen"]["family"]
+    capsys.readouterr()
+    assert analyze.main(["--power", str(out), "--seeds", "10", "--effect", "0.05"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("## Power: lengen") and f"at level 0.05/{fam['m']}" in text
+    h = next(h for h in fam["hypotheses"] if h["claim"].startswith("copy: nope vs rope"))
+    row = next(line for line in text.splitlines() if line.startswith(f"| {h['claim']} |")).split(" | ")
+    level = 0.05 / fam["m"]
+    assert float(row[5]) == pytest.approx(stats.min_detectable_effect(h["sd"], 10, level), rel=2e-3)
+    assert int(row[7].rstrip(" |")) == stats.seeds_needed(h["sd"], 0.05, level) > 10
+    plan = stats.power_plan(fam)  # defaults: each hypothesis's own n and observed effect
+    r = next(r for r in plan["rows"] if r["claim"] == h["claim"])
+    assert r["planned_seeds"] == 3 and r["detectable"] == pytest.approx(h["mde"]) and r["target"] == h["effect"]
+    (tmp_path / "bare").mkdir()
+    (tmp_path / "bare" / "analysis.json").write_text(json.dumps({"studies": {"qat": 1}, "qat": {"cells": []}}))
+    assert analyze.main(["--power", str(tmp_path / "bare")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "declares no family" in err
+    with pytest.raises(SystemExit):
+        analyze.main(["--power", str(out), "--seeds", "1"])
+    assert "at least 2 seeds" in capsys.readouterr().err

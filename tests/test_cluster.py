@@ -32,6 +32,7 @@ import evaluate
 import export
 import extend
 import train
+from model import load_checkpoint
 
 SWEEP = os.path.join(ROOT, "sweep.sh")
 
@@ -71,7 +72,7 @@ def hand_grid(tmp):
 
 def test_cost_equals_the_hand_sum(tmp_path):
     lines, want = hand_grid(str(tmp_path))
-    cc = cost.CostConfig(mfu=0.5, gpu="A100", val_tokens=10000)
+    cc = cost.CostConfig(mfu=0.5, gpu="A100", val_tokens=10000, step_floor=0)  # FLOPs alone: the floor below
     rows_, peak = cost.costs(lines, cc)
     assert peak == 312e12
     for name, got in rows_:
@@ -83,7 +84,7 @@ def test_cost_equals_the_hand_sum(tmp_path):
     gb = sum(w["ckpt_bytes"] for w in want.values()) / 1e9
     assert cost.total_line(rows_, cc, peak) == (f"total: {flops:.3g} FLOPs, {flops / (0.5 * 312e12) / 3600:.4g} GPU-hours "
                                                 f"at MFU 0.5 on A100 (peak 312 TFLOP/s), {gb:.3g} GB of checkpoints")
-    slow, _ = cost.costs(lines, cost.CostConfig(mfu=0.5, gpu="A100", val_tokens=10000, startup=36))
+    slow, _ = cost.costs(lines, cost.CostConfig(mfu=0.5, gpu="A100", val_tokens=10000, startup=36, step_floor=0))
     for (name, c), (_, d) in zip(rows_, slow):  # 36 s per process: 0.01 h per step of the job
         assert d["gpu_hours"] - c["gpu_hours"] == pytest.approx(0.01 * {"a": 2, "b": 1, "c": 2}[name])
     assert not os.listdir(tmp_path)  # nothing trained, nothing written
@@ -128,7 +129,8 @@ def test_cost_checkpoint_bytes_match_a_real_run(env):
 
 
 def sweep_cost(study, **env):
-    e = {k: v for k, v in os.environ.items() if k not in ("SCALE", "OUT", "PYTHON", "MFU", "GPU", "PEAK", "VAL_TOKENS")}
+    e = {k: v for k, v in os.environ.items()
+         if k not in ("SCALE", "OUT", "PYTHON", "MFU", "GPU", "PEAK", "VAL_TOKENS", "JOBS_PER_GPU", "STEP_FLOOR")}
     return subprocess.run(["bash", SWEEP, "--cost", study], env={**e, "PYTHON": sys.executable, **env},
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
 
@@ -148,16 +150,38 @@ def test_sweep_cost_lists_every_job_and_the_total():
 def test_cost_scales_with_mfu_and_gpu(monkeypatch, capsys):
     """Half the MFU and a 312 TFLOP/s peak (A100): 2 x 989/312 the hours (one job, in process)."""
     hours = {}
-    for argv in ([], ["--mfu", "0.2", "--gpu", "A100"]):
+    for argv in (["--step_floor", "0"], ["--step_floor", "0", "--mfu", "0.2", "--gpu", "A100"]):
         monkeypatch.setattr(sys, "stdin", io.StringIO("a\tpython train.py --size 1M --iters 200\n"))
         capsys.readouterr()
         assert run_main(cost.main, argv)[0] == 0
-        hours[bool(argv)] = float(re.search(r"([\d.e+-]+) GPU-hours", capsys.readouterr().out.splitlines()[-1])[1])
+        hours[len(argv) > 2] = float(re.search(r"([\d.e+-]+) GPU-hours", capsys.readouterr().out.splitlines()[-1])[1])
     assert hours[False] > 0 and hours[True] == pytest.approx(hours[False] * 2 * 989 / 312, rel=1e-3)
 
 
+def test_cost_host_floor_covers_launch_bound_jobs(monkeypatch, capsys):
+    """A small model's step costs at least --step_floor seconds of the GPU's time whatever its FLOPs
+    (kernel launches and Python on the host), shared by the --jobs_per_gpu jobs packed on one GPU; a
+    large model's FLOPs outweigh it. sweep.sh passes JOBS_PER_GPU and STEP_FLOOR."""
+    lines = ["small\tpython train.py --size 0.1M --iters 3000 --block_size 64",
+             "large\tpython train.py --size 100M --iters 200 --block_size 1024 --batch_size 64"]
+    hours = {}
+    for floor, packed in ((0.0, 1), (0.01, 1), (0.01, 4)):
+        rows_, _ = cost.costs(lines, cost.CostConfig(step_floor=floor, jobs_per_gpu=packed))
+        hours[floor, packed] = {name: c["gpu_hours"] for name, c in rows_}
+        assert [c["steps"] for _, c in rows_] == [3000, 200]
+    assert hours[0.01, 1]["small"] == pytest.approx(3000 * 0.01 / 3600) and hours[0.01, 1]["small"] > 100 * hours[0.0, 1]["small"]
+    assert hours[0.01, 4]["small"] == pytest.approx(3000 * 0.01 / 4 / 3600)
+    assert hours[0.0, 1]["large"] == hours[0.01, 1]["large"] == hours[0.01, 4]["large"] > 200 * 0.01 / 3600
+    monkeypatch.setattr(sys, "stdin", io.StringIO("\n".join(lines) + "\n"))
+    assert run_main(cost.main, ["--jobs_per_gpu", "4"])[0] == 0
+    assert "host floor 10 ms a step / 4 job(s) per GPU: 1 of 2 jobs bound by it" in capsys.readouterr().out
+    p = sweep_cost("lengen", JOBS_PER_GPU="4", STEP_FLOOR="0.02")
+    assert p.returncode == 0 and "host floor 20 ms a step / 4 job(s) per GPU" in p.stdout, p.stderr
+
+
 def test_cost_refuses_an_unknown_gpu_or_mfu(monkeypatch, capsys):
-    for argv, match in ((["--gpu", "Z80"], "unknown GPU 'Z80'"), (["--mfu", "1.5"], "MFU 1.5")):
+    for argv, match in ((["--gpu", "Z80"], "unknown GPU 'Z80'"), (["--mfu", "1.5"], "MFU 1.5"),
+                        (["--step_floor", "-1"], "STEP_FLOOR -1"), (["--jobs_per_gpu", "0"], "JOBS_PER_GPU 0")):
         monkeypatch.setattr(sys, "stdin", io.StringIO("python train.py --iters 2\n"))
         one_line(*call(cost.main, argv, capsys), match)
 
@@ -192,7 +216,7 @@ def signal_after(p, run, sig, n_rows=3, timeout=120):
 def test_signal_stops_at_a_step_then_resume_equals_uninterrupted(env, uninterrupted, sig, tmp_path, capsys):
     run = str(tmp_path / "run")
     code, err = signal_after(spawn("train.py", env.flags(run, *LONG)), run, getattr(signal, sig))
-    step = train.load_checkpoint(os.path.join(run, "ckpt.pt"))["step"]
+    step = load_checkpoint(os.path.join(run, "ckpt.pt"))["step"]
     assert code == cli.STOPPED == 75 and 3 <= step < 40, (code, err)
     assert err.strip().splitlines()[-1] == f"stopped by {sig} at step {step}; ckpt.pt written; rerun with --resume"
     assert len(rows(run)) == step and not os.path.exists(os.path.join(run, "result.json"))
@@ -244,7 +268,7 @@ def test_ddp_ranks_stop_at_one_step_then_resume_equals_uninterrupted(env, tmp_pa
         time.sleep(0.02)
     os.kill(rank1, signal.SIGUSR1)
     _, err = p.communicate(timeout=300)
-    step = train.load_checkpoint(os.path.join(run, "ckpt.pt"))["step"]
+    step = load_checkpoint(os.path.join(run, "ckpt.pt"))["step"]
     assert 3 <= step < 40 and len(rows(run)) == step
     assert err.count("stopped by SIGUSR1 at step") == 1 and f"at step {step}; ckpt.pt written" in err  # rank 0's line
     # the first rank to exit reports the stopped status; torchrun then sends SIGTERM to the others, which
@@ -383,7 +407,7 @@ def test_train_write_fails_then_resume(env, case, name, nth, free, step, err, tm
         code, out = call(train.main, flags, capsys)
     full_error(out, os.path.join(run, name), errno.errorcode[err])
     assert code == 1 and not [n for n in os.listdir(run) if ".tmp" in n]
-    assert train.load_checkpoint(os.path.join(run, "ckpt.pt"))["step"] == step
+    assert load_checkpoint(os.path.join(run, "ckpt.pt"))["step"] == step
     now = tree(run)
     for k in at["before"]:  # every file there before the failed write is as it was (the log is appended)
         assert k == "log.jsonl" or now[k] == at["before"][k], k

@@ -10,8 +10,10 @@ import torch
 from conftest import ROOT, tiny_config
 import export
 import quant
+import data
 import train
-from model import GPT
+from evaluate import load_run
+from model import GPT, evaluate
 from test_quant import CLIPS, randomised, small_config, tokens
 
 
@@ -28,14 +30,14 @@ def write(model, path, bits=None, clip=None, keep="fp32", xz=False):
 def int4_run(tmp_path_factory):
     cfg = tiny_config(tmp_path_factory.mktemp("int4"), bits=4, save_at="0.5")
     result = train.train(cfg)
-    corpus = train.corpus_of(cfg)
-    ev = lambda m: train.evaluate(m, corpus.val, corpus.token_bytes, 32)
+    corpus = data.corpus_of(cfg)
+    ev = lambda m: evaluate(m, corpus.val, corpus.token_bytes, 32)
     return cfg, result, ev
 
 
 def test_artefact_reload_equals_fake_quant_loss(int4_run, tmp_path):
     cfg, result, ev = int4_run
-    model, _, _ = train.load_run(cfg.out_dir)
+    model, _, _ = load_run(cfg.out_dir)
     path = str(tmp_path / "a.pt")
     sizes = write(model, path)
     art = torch.load(path, weights_only=True)  # plain torch.save dict of tensors + metadata

@@ -16,7 +16,8 @@ from conftest import ROOT, tiny_config
 import data
 import export
 import train
-from model import GPT, GPTConfig
+from evaluate import config_from_checkpoint, load_run
+from model import GPT, GPTConfig, load_checkpoint, save_checkpoint
 from quant import fake_quant
 from test_quant import randomised
 
@@ -39,6 +40,13 @@ FAMILIES = [
      "ApertusForCausalLM"),
     ("qwen3-swa-yarn", dict(mlp="swiglu", qk_norm="head", n_kv_head=2, window=8, global_every=2,
                             rope_scaling="yarn", **SCALED), "Qwen3ForCausalLM"),
+    # RoPE scaled on the global layers alone (the paper longctx main recipe on its SWA cells)
+    ("mellum-swa-yarn-global", dict(mlp="swiglu", qk_norm="head", n_kv_head=2, n_layer=4, window=8,
+                                    layer_pattern="w,g,w,g", rope_scaling="yarn", rope_scaling_layers="global",
+                                    **SCALED), "MellumForCausalLM"),
+    ("granite-swa-ntk-global", dict(mlp="swiglu", n_kv_head=2, n_layer=4, window=8, layer_pattern="w,w,w,g",
+                                    rope_scaling="ntk", rope_scaling_layers="global", **SCALED),
+     "GraniteSWAForCausalLM"),
     ("olmo2-pi", dict(mlp="swiglu", qk_norm="layer", norm_order="post", n_kv_head=2, rope_scaling="pi", **SCALED),
      "Olmo2ForCausalLM"),
     ("olmo3-yarn-global", dict(mlp="swiglu", qk_norm="layer", norm_order="post", n_layer=4, window=8,
@@ -167,7 +175,7 @@ def test_qat_run_exports_its_deployed_model(qat_run, tmp_path, capsys):
     rec = json.load(open(os.path.join(cfg.out_dir, "export.json")))
     assert (rec["format"], rec["architecture"], rec["path"], rec["bits"]) == ("hf", "ArceeForCausalLM", out, 4)
     assert rec["val_loss"] == pytest.approx(result["metrics"]["val_loss"], abs=1e-5)  # the deployed loss
-    model, _, _ = train.load_run(cfg.out_dir)  # QAT on: its forward is the deployed model
+    model, _, _ = load_run(cfg.out_dir)  # QAT on: its forward is the deployed model
     hf = load(out)
     assert max_diff(model.eval(), hf, 32) <= TOL
     assert torch.equal(hf.model.layers[0].self_attn.q_proj.weight, fake_quant(model.blocks[0].attn.c_q.weight, 4))
@@ -188,10 +196,10 @@ def test_qat_run_exports_its_deployed_model(qat_run, tmp_path, capsys):
 
 def fake_run(parent, folder, **flags):
     """A finished run folder holding a random model with these flags (no training needed to be refused)."""
-    ckpt = train.load_checkpoint(os.path.join(parent, "ckpt.pt"))
+    ckpt = load_checkpoint(os.path.join(parent, "ckpt.pt"))
     model = GPT(GPTConfig.from_dict({**ckpt["model_config"], "bits": 16, "quant_embed": False, **flags}))
     os.makedirs(folder)
-    train.save_checkpoint(os.path.join(folder, "ckpt.pt"), model, [], 1, train.config_from_checkpoint(ckpt),
+    save_checkpoint(os.path.join(folder, "ckpt.pt"), model, [], 1, config_from_checkpoint(ckpt),
                           model.config)
     shutil.copy(os.path.join(parent, "result.json"), folder)
     return folder
@@ -251,16 +259,15 @@ def test_every_paper_longctx_cell_shape_exports(enc512, tmp_path):
     """HELMET / RULER score the paper longctx models through transformers: every cell shape of
     `SCALE=paper sweep.sh --dry-run longctx` (its model flags, at toy width: 4 heads, KV heads in the
     grid's ratio, window 8, 4 layers) exports and reloads with our logits past the window, as
-    pretrained and NTK-extended on every layer. Scaled on the global layers alone (the main recipe),
-    a SWA cell has no transformers counterpart outside Olmo 3 (QK-norm over the whole projection,
-    post-norm), which the grid's cells are not: that refusal is pinned here (see results/longctx)."""
+    pretrained, NTK-extended on every layer and on the global layers alone (the main recipe: a SWA
+    cell maps to Mellum with per-head QK-norm, to GraniteSWA without)."""
     import shlex
     p = subprocess.run(["bash", os.path.join(ROOT, "sweep.sh"), "--dry-run", "longctx"], capture_output=True,
                        text=True, timeout=60, env={**os.environ, "SCALE": "paper", "OUT": str(tmp_path / "o")})
     assert p.returncode == 0, p.stderr
     shapes = set()
     train_lines = [ln for ln in p.stdout.splitlines() if shlex.split(ln)[1] == "train.py"]  # not the 2nd-pass evaluations
-    assert len(train_lines) == 49  # the LongPPL evaluator's line, then the 48 cells'; the evaluator is cell 0000's shape
+    assert len(train_lines) == 81  # the LongPPL evaluator's line, then the 80 cells' (5 seeds); the evaluator is cell 0000's shape
     for line in train_lines:
         cfg = train.parse_args(shlex.split(line.split(" && ")[0])[2:])
         m = cfg.model
@@ -277,12 +284,13 @@ def test_every_paper_longctx_cell_shape_exports(enc512, tmp_path):
             out = str(tmp_path / f"cell{i}_{j}")
             export.write_hf(model, enc512, out)
             assert max_diff(model, load(out), model.config.block_size) <= TOL, (base, ext)
-        model = GPT(small(**base, rope_scaling="ntk", rope_scaling_layers="global", **SCALED))
-        if swa:
-            with pytest.raises(export.UserError, match="rope_scaling_layers global"):
-                export.write_hf(model, enc512, str(tmp_path / f"cell{i}_g"))
-        else:  # every layer is global: the same model as scaling all
-            export.write_hf(model, enc512, str(tmp_path / f"cell{i}_g"))
+        model = randomised(GPT(small(**base, rope_scaling="ntk", rope_scaling_layers="global", **SCALED)), seed=i).eval()
+        out = str(tmp_path / f"cell{i}_g")
+        export.write_hf(model, enc512, out)  # without SWA every layer is global: the same model as scaling all
+        hf = load(out)
+        assert max_diff(model, hf, model.config.block_size) <= TOL, (base, "global")
+        expect = {(False, "none"): "Llama", (False, "head"): "Qwen3", (True, "none"): "GraniteSWA", (True, "head"): "Mellum"}
+        assert type(hf).__name__ == expect[(swa, qk)] + "ForCausalLM", (base, type(hf).__name__)
 
 
 def test_hf_refuses_a_positional_kind_it_does_not_know():

@@ -12,8 +12,10 @@ import torch
 
 from conftest import ROOT, tiny_config
 import extend
+import data
 import train
-from model import GPT, model_from_checkpoint, rope_inv_freq
+from evaluate import load_run
+from model import GPT, evaluate, load_checkpoint, model_from_checkpoint, rope_inv_freq
 
 CASES = [(16, 1e4, 4, 64), (32, 5e5, 8, 256), (64, 1e4, 2, 4096)]  # (head_dim, theta, factor, L)
 
@@ -128,13 +130,13 @@ def test_training_free_run_record_and_lineage(parent, tmp_path):
     assert (mc["rope_scaling"], mc["rope_factor"]) == ("yarn", 4.0)
     assert r["config"]["init_from"] == os.path.join(out, "init.pt") and r["corpus"]["hash"] == parent_rec["corpus"]["hash"]
     # the checkpoint loads like any run's, carries the parent's weights, and reproduces val_loss
-    model, cfg, ck = train.load_run(out)
-    pk = train.load_checkpoint(os.path.join(p, "ckpt.pt"))
+    model, cfg, ck = load_run(out)
+    pk = load_checkpoint(os.path.join(p, "ckpt.pt"))
     assert all(torch.equal(v, pk["model"][k]) for k, v in ck["model"].items())
-    init = train.load_checkpoint(os.path.join(out, "init.pt"))  # the starting point train.py loaded
+    init = load_checkpoint(os.path.join(out, "init.pt"))  # the starting point train.py loaded
     assert init["model_config"] == ck["model_config"] and init["extra"]["lineage"]["method"] == "yarn"
-    corpus = train.corpus_of(cfg)
-    ev = train.evaluate(model, corpus.val, corpus.token_bytes, 128)
+    corpus = data.corpus_of(cfg)
+    ev = evaluate(model, corpus.val, corpus.token_bytes, 128)
     assert ev["loss"] == pytest.approx(r["metrics"]["val_loss"], abs=1e-9)
 
 
@@ -142,9 +144,9 @@ def test_method_none_is_the_parent_at_its_own_length(parent, tmp_path):
     p = parent("rope")
     run_extend([p, "--method", "none", "--factor", "2", "--out_dir", str(tmp_path / "n")])
     parent_rec = json.load(open(os.path.join(p, "result.json")))
-    model, cfg, _ = train.load_run(str(tmp_path / "n"))
-    corpus = train.corpus_of(cfg)
-    at_32 = train.evaluate(model, corpus.val, corpus.token_bytes, 32)["loss"]
+    model, cfg, _ = load_run(str(tmp_path / "n"))
+    corpus = data.corpus_of(cfg)
+    at_32 = evaluate(model, corpus.val, corpus.token_bytes, 32)["loss"]
     assert at_32 == pytest.approx(parent_rec["metrics"]["val_loss"], abs=1e-9)
 
 
@@ -191,7 +193,7 @@ def test_continued_training_two_stages_chain_lineage(parent, tmp_path):
     assert r["lineage"]["parent"] == os.path.join(out, "stage1")
     assert r["lineage"]["parent_lineage"] == s1["lineage"]
     assert r["config"]["short_frac"] == 0.5 and r["config"]["short_block"] == 32
-    assert train.load_checkpoint(os.path.join(out, "ckpt.pt"))["extra"]["lineage"] == r["lineage"]
+    assert load_checkpoint(os.path.join(out, "ckpt.pt"))["extra"]["lineage"] == r["lineage"]
     peak = json.load(open(os.path.join(p, "result.json")))["config"]["lr"]  # both stages: a fraction of the parent's
     for rec in (s1, r):
         assert rec["config"]["lr"] == pytest.approx(peak * extend.DEFAULT_LR_FRAC)
@@ -264,7 +266,7 @@ def test_every_positional_variant_extends(parent, tmp_path, name, model, method,
     r = run_extend(args + (["--theta", "5e5"] if method == "abf" else []))
     assert math.isfinite(r["metrics"]["val_loss"]) and r["model_config"]["block_size"] == 64
     assert r["steps"] == iters and r["lineage"]["method"] == method
-    m = model_from_checkpoint(train.load_checkpoint(os.path.join(out, "ckpt.pt")))
+    m = model_from_checkpoint(load_checkpoint(os.path.join(out, "ckpt.pt")))
     if method in ("ntk", "yarn", "pi", "llama3"):  # the scaled frequencies, relative to the pretraining length
         assert torch.equal(m.inv_freq, rope_inv_freq(m.rope_dims, 1e4, method, 2.0, 32)[0].float())
     if method == "abf":
@@ -281,8 +283,8 @@ def test_longer_block_leaves_the_function_unchanged_within_L(parent, tmp_path, n
     p = parent(name, **model)
     out = str(tmp_path / "n")
     run_extend([p, "--method", "none", "--factor", "4", "--out_dir", out])
-    a = model_from_checkpoint(train.load_checkpoint(os.path.join(p, "ckpt.pt")))
-    b = model_from_checkpoint(train.load_checkpoint(os.path.join(out, "ckpt.pt")))
+    a = model_from_checkpoint(load_checkpoint(os.path.join(p, "ckpt.pt")))
+    b = model_from_checkpoint(load_checkpoint(os.path.join(out, "ckpt.pt")))
     x = torch.randint(0, 500, (2, 32))
     assert torch.equal(a(x)[0], b(x)[0])
 
@@ -291,7 +293,7 @@ def test_layers_global_keeps_windowed_layers_rope(parent, tmp_path):
     p = parent("windowed", window=8, global_every=2)
     out = str(tmp_path / "g")
     run_extend([p, "--method", "yarn", "--factor", "4", "--layers", "global", "--out_dir", out])
-    m = model_from_checkpoint(train.load_checkpoint(os.path.join(out, "ckpt.pt")))
+    m = model_from_checkpoint(load_checkpoint(os.path.join(out, "ckpt.pt")))
     assert [(l.window, l.scaled) for l in m.plan] == [(8, False), (0, True)]
     plain = GPT(dataclasses.replace(m.config, rope_scaling="none", rope_factor=1.0))
     pe, pe0 = m.positions(128, "cpu"), plain.positions(128, "cpu")
@@ -317,8 +319,8 @@ def test_swan_conversion_keeps_weights_and_changes_only_the_plan(parent, tmp_pat
     assert (mc["swan"], mc["window"], mc["global_every"], mc["block_size"], mc["logn_scale"]) == (True, 8, 2, 32, False)
     lin = r["lineage"]
     assert (lin["method"], lin["window"], lin["global_every"], lin["parent"], r["steps"]) == ("swan", 8, 2, p, 0)
-    a = model_from_checkpoint(train.load_checkpoint(os.path.join(p, "ckpt.pt")))
-    b = model_from_checkpoint(train.load_checkpoint(os.path.join(out, "ckpt.pt")))
+    a = model_from_checkpoint(load_checkpoint(os.path.join(p, "ckpt.pt")))
+    b = model_from_checkpoint(load_checkpoint(os.path.join(out, "ckpt.pt")))
     assert [(l.window, l.pos) for l in a.plan] == [(0, "rope"), (0, "rope")]
     assert [(l.window, l.pos) for l in b.plan] == [(8, "rope"), (0, "nope")]  # RoPE windowed, NoPE global
     sa, sb = a.state_dict(), b.state_dict()
@@ -337,10 +339,10 @@ def test_swan_conversion_then_training_runs_and_records_lineage(parent, tmp_path
     assert r["steps"] == 3 and math.isfinite(r["metrics"]["val_loss"])
     assert (r["lineage"]["method"], r["lineage"]["iters"], r["lineage"]["window"]) == ("swan", 3, 8)
     assert r["config"]["init_from"] == os.path.join(out, "init.pt")
-    init = train.load_checkpoint(os.path.join(out, "init.pt"))  # the converted model before training
-    pk = train.load_checkpoint(os.path.join(p, "ckpt.pt"))
+    init = load_checkpoint(os.path.join(out, "init.pt"))  # the converted model before training
+    pk = load_checkpoint(os.path.join(p, "ckpt.pt"))
     assert all(torch.equal(v, pk["model"][k]) for k, v in init["model"].items())
-    final = train.load_checkpoint(os.path.join(out, "ckpt.pt"))
+    final = load_checkpoint(os.path.join(out, "ckpt.pt"))
     assert final["extra"]["lineage"] == r["lineage"] and final["model_config"]["swan"]
     assert not all(torch.equal(v, init["model"][k]) for k, v in final["model"].items())  # it trained
 

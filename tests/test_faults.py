@@ -4,7 +4,7 @@ can leave behind.
 - Kills (SIGKILL of a real `python train.py` / `python extend.py` process) at the three dangerous
   moments: after the final ckpt.pt and before result.json, during `--overwrite`, during stage 2 of
   `extend.py --stages 2`. No hook in the code: every write goes through NAME.tmpPID (cli.atomic_write,
-  train.save_checkpoint), so a named pipe made at that path before the process gets there stops
+  model.save_checkpoint), so a named pipe made at that path before the process gets there stops
   it exactly at that write (opening a pipe for writing waits for a reader), and the test kills it
   there. Then the same command (with --resume for train.py) must complete the run.
 - A second writer (train.py fresh, --overwrite, --resume; extend.py) on a folder another process is
@@ -40,6 +40,7 @@ import evaluate
 import export
 import extend
 import train
+from model import load_checkpoint
 
 FLAGS = ["--size", "0.1M", "--block_size", "32", "--batch_size", "8", "--iters", "12", "--eval_interval", "6",
          "--eval_tokens", "1024", "--vocab_size", "512", "--val_frac", "0.34", "--ptq_bits", "", "--quiet",
@@ -244,7 +245,7 @@ def test_kill_during_overwrite(env, tmp_path, capsys):
     wait_stopped(p)
     kill(p)
     assert sorted(n for n in os.listdir(run) if ".tmp" not in n) == [".lock", "ckpt.pt", "log.jsonl"]
-    assert train.load_checkpoint(os.path.join(run, "ckpt.pt"))["step"] == 8
+    assert load_checkpoint(os.path.join(run, "ckpt.pt"))["step"] == 8
     assert [r["step"] for r in rows(run)] == list(range(1, 9)) and rows(run)[0] != env.log[0]  # seed 1's
     before = tree(run)
     for main, argv, match in [(extend.main, [run, "--factor", "2", "--quiet"], "not finished"),
@@ -288,7 +289,7 @@ def test_kill_during_stage_two_then_rerun(env, tmp_path, capsys):
 def test_huge_lr_stops_before_the_update_and_keeps_finite_checkpoints(env, tmp_path, capsys):
     run = str(tmp_path / "run")
     one_line(*call(train.main, env.flags(run, "--lr", "1e6", "--ckpt_every", "1"), capsys), "stopped")
-    ck = train.load_checkpoint(os.path.join(run, "ckpt.pt"))
+    ck = load_checkpoint(os.path.join(run, "ckpt.pt"))
     assert ck["step"] >= 1 and all(torch.isfinite(v).all() for v in ck["model"].values())
     before = tree(run)
     one_line(*call(train.main, env.flags(run, "--lr", "1e6", "--ckpt_every", "1", "--resume"), capsys), "stopped")

@@ -9,8 +9,9 @@ import torch
 
 from conftest import ROOT, tiny_config
 import quant  # noqa: E402
+import data  # noqa: E402
 import train  # noqa: E402
-from model import GPT, GPTConfig, model_from_checkpoint  # noqa: E402
+from model import GPT, GPTConfig, evaluate, load_checkpoint, model_from_checkpoint  # noqa: E402
 
 CLIPS = ("absmax", "quantile:0.9", "std:2.5")
 
@@ -232,14 +233,14 @@ def test_late_qat_switches_on_in_training(tmp_path):
 def int4_run(tmp_path_factory):
     cfg = tiny_config(tmp_path_factory.mktemp("int4"), bits=4)
     result = train.train(cfg)
-    corpus = train.corpus_of(cfg)
-    ev = lambda m: train.evaluate(m, corpus.val, corpus.token_bytes, 32)
+    corpus = data.corpus_of(cfg)
+    ev = lambda m: evaluate(m, corpus.val, corpus.token_bytes, 32)
     return cfg, result, ev
 
 
 def test_ptq_at_trained_bits_equals_deployed_loss(int4_run):
     cfg, result, ev = int4_run
-    model = model_from_checkpoint(train.load_checkpoint(os.path.join(cfg.out_dir, "ckpt.pt")))
+    model = model_from_checkpoint(load_checkpoint(os.path.join(cfg.out_dir, "ckpt.pt")))
     res = quant.ptq_eval(model, ev, bits_list=(8, 4))
     assert set(res) == {"8", "4"} and set(res["4"]) >= {"val_loss", "val_bpb"}
     assert res["4"]["val_loss"] == pytest.approx(result["metrics"]["val_loss"], abs=1e-6)

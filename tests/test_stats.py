@@ -249,3 +249,24 @@ def test_seeds_needed_is_the_first_n_whose_detectable_effect_is_small_enough():
     n = stats.seeds_needed(1.0, 1.0)
     assert stats.min_detectable_effect(1.0, n) <= 1.0 < stats.min_detectable_effect(1.0, n - 1)
     assert stats.seeds_needed(1.0, 5.0) == stats.MIN_SEEDS and stats.seeds_needed(None, 1.0) is None
+
+
+def test_power_plan_at_the_familys_strictest_holm_step():
+    """power_plan (analyze.py --power): at 0.05 / m, the effect detectable at the planned seeds and the seeds
+    an effect needs, from each hypothesis's own sd; n = 3 at 0.05 alone is 3.26 sds (the issue's number);
+    a model test without an sd has neither."""
+    one = stats.decide_family([stats.paired_hypothesis("a", {0: 0.1, 1: 0.3, 2: 0.2})])
+    plan = stats.power_plan(one)
+    r, = plan["rows"]
+    assert plan["level"] == 0.05 and r["planned_seeds"] == 3 and r["detectable"] == pytest.approx(3.26 * 0.1, abs=1e-3)
+    assert r["target"] == pytest.approx(0.2) and r["seeds_needed"] == stats.seeds_needed(0.1, 0.2) == 5
+    hyps = [stats.paired_hypothesis("a", {0: 0.1, 1: 0.3, 2: 0.2}),
+            stats.model_hypothesis("F test", "F", 3, 0.5, None, 0.2)]
+    plan = stats.power_plan(stats.decide_family(hyps), seeds=10, effect=0.05)
+    a, b = plan["rows"]
+    assert plan["level"] == 0.025 and a["planned_seeds"] == 10
+    assert a["detectable"] == pytest.approx(stats.min_detectable_effect(0.1, 10, 0.025))
+    assert a["detectable"] > stats.min_detectable_effect(0.1, 10)  # stricter than 0.05 alone
+    n = a["seeds_needed"]
+    assert stats.min_detectable_effect(0.1, n, 0.025) <= 0.05 < stats.min_detectable_effect(0.1, n - 1, 0.025)
+    assert b["detectable"] is None and b["seeds_needed"] is None and b["sd"] is None

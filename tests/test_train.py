@@ -1,11 +1,14 @@
 """train.py: schedules, Muon, resume, DDP, the run record, bad input."""
 import copy
+import dataclasses
 import json
 import math
 import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -14,7 +17,10 @@ import torch
 import cli
 import data
 import quant
+import tasks
 import train
+from model import evaluate, load_checkpoint
+from evaluate import load_run
 from conftest import ROOT, tiny_config
 
 
@@ -148,6 +154,59 @@ def test_compile_blocks_shares_the_model_and_keeps_it_eager(tmp_path, monkeypatc
     assert all(torch.allclose(g, p.grad, atol=1e-6) for g, p in zip(grads, model.parameters()))
 
 
+@pytest.fixture
+def counted_compile(monkeypatch):
+    """torch.compile with a backend that counts the graphs dynamo hands it (a first compile or a
+    recompile) and the calls of the compiled code: a frame past dynamo's recompile limit runs eager,
+    so its calls are missing from "runs". No code generation: seconds on CPU."""
+    seen = dict(graphs=0, runs=0)
+
+    def backend(gm, example_inputs):
+        seen["graphs"] += 1
+
+        def run(*args):
+            seen["runs"] += 1
+            return gm.forward(*args)
+        return run
+    compile_ = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda m, **kw: compile_(m, backend=backend, **kw))
+    return seen
+
+
+def test_compiled_algo_run_compiles_once(tmp_path, counted_compile):
+    """--compile on an algorithmic task (lengen): the batch's width was the longest example of each
+    step, a new shape nearly every step, and ALiBi's kernel specialises on it, so dynamo recompiled
+    each step until its limit (8) and then ran the blocks eager. Every batch now has the run's one
+    width (tasks.algo_width): one graph, run by every forward of the 30 steps."""
+    cfg = tiny_config(tmp_path, algo="copy", algo_len="1,16", batch_size=4, iters=30, eval_interval=1000,
+                      ckpt_every=1000, compile=True, block_size=40, n_layer=1, pos="alibi")
+    train.train(cfg)
+    assert counted_compile == dict(graphs=1, runs=30)
+    x, y = data.train_batch(cfg, 40, None, 3)
+    assert x.shape[1] == tasks.algo_width("copy", (1, 16)) == 34 and (y[:, -1] == -1).any()
+    eager = data.train_batch(dataclasses.replace(cfg, compile=False), 40, None, 3)  # the same batch, trimmed
+    assert torch.equal(eager[0], x[:, :eager[0].shape[1]]) and (y[:, eager[0].shape[1]:] == -1).all()
+
+
+def test_chained_compiled_runs_stay_under_the_recompile_limit(tmp_path, counted_compile):
+    """Ten sliding-window runs of 3 steps at ten context lengths in one process (cli.py chain, as a
+    sweep job runs its steps): each run compiles its blocks afresh (compile_blocks resets dynamo).
+    With one cache shared by the runs, only the first run's 3 steps ran compiled code (measured
+    without the reset); now every forward of the 30 steps does."""
+    cfg = tiny_config(tmp_path)
+    data.corpus_of(cfg)  # the corpus prepared once into the cache, which the chained runs read
+    steps = [f"{sys.executable} {os.path.join(ROOT, 'train.py')} --size 0.1M --n_layer 1 --window 8 --data {cfg.data} "
+             f"--cache_dir {cfg.cache_dir} --vocab_size 512 --val_frac 0.34 --batch_size 2 --iters 3 --eval_interval 1000 "
+             f"--eval_tokens 64 --final_eval_tokens 64 --ptq_bits '' --compile --quiet --block_size {16 + 4 * i} "
+             f"--out_dir {tmp_path / f'r{i}'}" for i in range(10)]
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGUSR1, signal.SIGHUP)}
+    try:
+        assert cli.chain(" && ".join(steps)) == 0
+    finally:
+        for s, h in handlers.items():
+            signal.signal(s, h)
+    assert counted_compile["runs"] == 30 and counted_compile["graphs"] <= 2 * 10
+
 def test_process_group_timeout_flag(monkeypatch):
     import datetime
     import cli
@@ -222,12 +281,58 @@ def test_batches_are_a_function_of_seed_and_step():
     assert torch.equal(x1[:, 1:], y1[:, :-1])
 
 
+@pytest.mark.parametrize("flags", [dict(), dict(task_mix=0.5, short_frac=0.5, short_block=16, block_size=64),
+                                   dict(algo="copy", algo_len="1,8", block_size=40)])
+def test_prefetched_batches_are_the_batches_built_in_line(tmp_path, flags):
+    """data.Prefetch builds each next batch on a background thread; the batches are those built in
+    line, bit for bit (text, a passkey mix with short steps, an algorithmic task), also when a step
+    is asked out of order (a resume), and an error in the thread is raised at the step that needs it."""
+    cfg = tiny_config(tmp_path, **flags)
+    corpus = None if cfg.algo else data.corpus_of(cfg)
+    block = cfg.model["block_size"]
+    where = {}
+
+    def build(step):
+        where[step] = threading.current_thread() is threading.main_thread()
+        return data.train_batch(cfg, block, corpus, step)
+    batches = data.Prefetch(build, stop=12)
+    for steps in ([0, 1, 2, 3, 7, 8, 9, 10, 11], [5, 6]):  # a resume at 7; after the last step, a new start at 5
+        where.clear()
+        for step in steps:
+            got, want = batches(step), data.train_batch(cfg, block, corpus, step)
+            assert all(torch.equal(a, b) for a, b in zip(got, want)), step
+        assert [s for s in steps if where[s]] == [steps[0]] + [7] * (7 in steps)  # the rest came from the worker
+    assert 12 not in where and batches.worker is not None  # the last step's ended; the new start's runs
+
+    def broken(step):
+        if step == 2:
+            raise cli.UserError("no batch 2")
+        return step
+    batches = data.Prefetch(broken, stop=5)
+    assert batches(0) == 0 and batches(1) == 1
+    with pytest.raises(cli.UserError, match="no batch 2"):
+        batches(2)
+
+
+def test_training_with_prefetch_logs_what_it_logged_without(tmp_path, monkeypatch):
+    """A short run with a passkey mix logs the same losses, step for step, and records the same
+    final metrics whether each batch is built ahead (data.PREFETCH) or in line."""
+    runs = []
+    for prefetch in (True, False):
+        monkeypatch.setattr(data, "PREFETCH", prefetch)
+        cfg = tiny_config(tmp_path, task_mix=0.5, block_size=64, iters=12, eval_interval=4,
+                          out_dir=str(tmp_path / f"run{prefetch}"))
+        result = train.train(cfg)
+        with open(os.path.join(cfg.out_dir, "log.jsonl")) as f:
+            runs.append((f.read(), result["metrics"]))
+    assert runs[0] == runs[1] and runs[0][0].count("\n") == 12
+
 def test_task_mix_fits_a_64_token_context(tmp_path):
     """passkey_short fits a 64-token row at vocabulary 1024 (passkey needs ~120 tokens): every task row
     of a 64-token block holds one sample, its answer the only scored tokens (the tiny longctx mix)."""
     cfg = tiny_config(tmp_path, vocab_size=1024, block_size=64, batch_size=8, task_mix=1.0,
                       task_list="passkey_short", task_loss="answer")
-    corpus = train.corpus_of(cfg)
+    corpus = data.corpus_of(cfg)
     x, y = data.train_batch(cfg, 64, corpus, step=0)
     for r in range(8):
         kept = y[r][y[r] >= 0].tolist()
@@ -243,7 +348,7 @@ def test_task_mix_rows_and_answer_only_loss(tmp_path):
     loss only on their answer tokens (text rows keep every token)."""
     cfg = tiny_config(tmp_path, vocab_size=4096, block_size=160, batch_size=16, task_mix=0.5,
                       task_list="passkey")
-    corpus = train.corpus_of(cfg)
+    corpus = data.corpus_of(cfg)
     x, y = data.train_batch(cfg, 160, corpus, step=3)
     key = corpus.enc.encode_ordinary(" The pass key is")
     is_task = [any(x[r, i:i + len(key)].tolist() == key for i in range(160)) for r in range(16)]
@@ -265,7 +370,7 @@ def test_task_short_only_puts_the_task_rows_on_the_short_steps(tmp_path):
     still hold passkey samples (answers scored only)."""
     cfg = tiny_config(tmp_path, vocab_size=1024, block_size=128, batch_size=4, task_mix=1.0, short_frac=0.5,
                       short_block=64, task_list="passkey_short", task_loss="answer", task_short_only=True)
-    corpus = train.corpus_of(cfg)
+    corpus = data.corpus_of(cfg)
     kinds = set()
     for step in range(12):
         x, y = data.train_batch(cfg, 128, corpus, step)
@@ -285,9 +390,11 @@ def test_short_warmup_puts_the_short_steps_first(tmp_path):
     """--short_warmup: the --short_frac share of the run's steps at --short_block come first (sequence
     length warmup), the rest at the full block; without it they are drawn at random over the run."""
     cfg = tiny_config(tmp_path, block_size=64, batch_size=4, short_frac=0.25, short_block=32, short_warmup=True)
-    corpus = train.corpus_of(cfg)
+    corpus = data.corpus_of(cfg)
     widths = [data.train_batch(cfg, 64, corpus, step, iters=16)[0].shape for step in range(16)]
     assert widths == [(8, 32)] * 4 + [(4, 64)] * 12
+    batches = data.train_batches(cfg, 64, corpus, 16)  # what train.py's loop asks for (prefetched): the same
+    assert [batches(step)[0].shape for step in range(16)] == widths
     cfg.short_warmup = False
     widths = [data.train_batch(cfg, 64, corpus, step, iters=16)[0].shape[1] for step in range(16)]
     assert 32 in widths[4:] or 64 in widths[:4]  # drawn, not first
@@ -295,10 +402,10 @@ def test_short_warmup_puts_the_short_steps_first(tmp_path):
 
 def test_validation_is_deterministic_and_covers_the_split(tiny_run):
     cfg, result = tiny_run
-    corpus = train.corpus_of(cfg)
-    model, _, _ = train.load_run(cfg.out_dir)
-    a = train.evaluate(model, corpus.val, corpus.token_bytes, 32)
-    b = train.evaluate(model, corpus.val, corpus.token_bytes, 32, batch_tokens=3 * 32)  # 3 rows a batch
+    corpus = data.corpus_of(cfg)
+    model, _, _ = load_run(cfg.out_dir)
+    a = evaluate(model, corpus.val, corpus.token_bytes, 32)
+    b = evaluate(model, corpus.val, corpus.token_bytes, 32, batch_tokens=3 * 32)  # 3 rows a batch
     assert a["loss"] == pytest.approx(b["loss"], abs=1e-12)  # only the float64 sums' grouping differs
     assert a["loss"] == pytest.approx(result["metrics"]["val_loss"], abs=1e-9)
     assert a["tokens"] == (len(corpus.val) - 1) // 32 * 32
@@ -308,11 +415,11 @@ def test_validation_is_deterministic_and_covers_the_split(tiny_run):
 
 def test_evaluate_prefix_is_the_shorter_evaluation(tiny_run):
     cfg, _ = tiny_run
-    corpus = train.corpus_of(cfg)
-    model, _, _ = train.load_run(cfg.out_dir)
-    short = train.evaluate(model, corpus.val, corpus.token_bytes, 32, max_tokens=1000)
+    corpus = data.corpus_of(cfg)
+    model, _, _ = load_run(cfg.out_dir)
+    short = evaluate(model, corpus.val, corpus.token_bytes, 32, max_tokens=1000)
     for batch in (3 * 32, 0):  # a batch of 3 rows straddles the prefix's end (31 windows)
-        full = train.evaluate(model, corpus.val, corpus.token_bytes, 32, batch, max_tokens=4096, prefix_tokens=1000)
+        full = evaluate(model, corpus.val, corpus.token_bytes, 32, batch, max_tokens=4096, prefix_tokens=1000)
         assert full["tokens"] == 4096 and full["prefix"]["tokens"] == short["tokens"] == 1000 // 32 * 32
         assert full["prefix"]["loss"] == pytest.approx(short["loss"], abs=1e-12)
 
@@ -322,9 +429,9 @@ def test_final_eval_budget_is_honoured(tmp_path):
     --final_eval_tokens of val; the logged quick evals keep their own --eval_tokens."""
     cfg = tiny_config(tmp_path, final_eval_tokens=200, ptq_bits="4")
     rec = train.train(cfg)
-    corpus = train.corpus_of(cfg)
-    model, _, _ = train.load_run(cfg.out_dir)
-    ev = lambda m, n: train.evaluate(m, corpus.val, corpus.token_bytes, 32, max_tokens=n)["loss"]
+    corpus = data.corpus_of(cfg)
+    model, _, _ = load_run(cfg.out_dir)
+    ev = lambda m, n: evaluate(m, corpus.val, corpus.token_bytes, 32, max_tokens=n)["loss"]
     m = rec["metrics"]
     assert m["val_tokens"] == 200 // 32 * 32 and rec["config"]["final_eval_tokens"] == 200
     assert m["val_loss"] == pytest.approx(ev(model, 200), abs=1e-12)
@@ -337,13 +444,13 @@ def test_final_eval_budget_is_honoured(tmp_path):
 def test_last_eval_is_the_deployed_final_pass(tmp_path, monkeypatch):
     """A QAT run's eval after its last step is its deployed final pass, whose first --eval_tokens
     are the logged quick eval: no token is scored twice; each pass on --final_eval_tokens."""
-    calls, orig = [], train.evaluate
+    calls, orig = [], evaluate
     monkeypatch.setattr(train, "evaluate", lambda *a, **k: (calls.append(k.get("max_tokens")), orig(*a, **k))[1])
     cfg = tiny_config(tmp_path, bits=4, final_eval_tokens=1024, eval_tokens=512)  # 20 steps, an eval every 10
     m = train.train(cfg)["metrics"]
     assert calls == [512, 1024, 1024]  # step 10; step 20 = the deployed pass; the full-precision pass
-    corpus = train.corpus_of(cfg)
-    model, _, _ = train.load_run(cfg.out_dir)  # QAT on, as deployed
+    corpus = data.corpus_of(cfg)
+    model, _, _ = load_run(cfg.out_dir)  # QAT on, as deployed
     ev = lambda n: orig(model, corpus.val, corpus.token_bytes, 32, max_tokens=n)["loss"]
     assert m["val_tokens"] == 1024 and m["val_loss"] == pytest.approx(ev(1024), abs=1e-12)
     last = [json.loads(line) for line in open(os.path.join(cfg.out_dir, "log.jsonl"))][-1]
@@ -410,7 +517,7 @@ def test_record_schema(tiny_run):
     assert [r["step"] for r in log] == list(range(1, cfg.iters + 1))
     assert "val_loss" in log[cfg.eval_interval - 1]
     assert os.path.exists(os.path.join(cfg.out_dir, "ckpt_warmdown.pt"))
-    ck = train.load_checkpoint(os.path.join(cfg.out_dir, "ckpt_warmdown.pt"))
+    ck = load_checkpoint(os.path.join(cfg.out_dir, "ckpt_warmdown.pt"))
     assert ck["step"] == int(cfg.iters * (1 - cfg.warmdown))
 
 
@@ -478,7 +585,7 @@ def test_nan_loss_stops_and_keeps_last_checkpoint(tmp_path, monkeypatch):
     monkeypatch.setattr(train.GPT, "forward", nan_after_12)
     with pytest.raises(train.UserError, match="loss is nan"):
         train.train(cfg)
-    ck = train.load_checkpoint(os.path.join(cfg.out_dir, "ckpt.pt"))
+    ck = load_checkpoint(os.path.join(cfg.out_dir, "ckpt.pt"))
     assert ck["step"] == 10 and all(torch.isfinite(v).all() for v in ck["model"].values())
     assert not os.path.exists(os.path.join(cfg.out_dir, "result.json"))
 
