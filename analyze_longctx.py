@@ -8,10 +8,10 @@ from collections import defaultdict
 
 import numpy as np
 
-from stats import (binomial_half_width, factorial_design, loo_r2, nested_f, ols, pearson, remove_one,
-                   samples_for_ci, sd1, spearman, t_half_width)
-from studyio import (ci, dget, f, figures, lineage_root, no_data, num, parse_int, pretrain_block, run_kind,
-                     table)
+from stats import (binomial_half_width, decide_family, factorial_design, loo_r2, model_hypothesis, nested_f, ols,
+                   paired_hypothesis, pearson, remove_one, samples_for_ci, sd1, spearman, t_half_width)
+from studyio import (ci, dget, f, family_md, figures, lineage_root, no_data, num, parse_int, pretrain_block,
+                     run_kind, table)
 
 
 FEATURES = ("qk_norm", "gqa", "swa", "short_ctx")
@@ -26,7 +26,15 @@ OUTCOMES = {
     "gain_parent": ("extension gain: the unextended parent's loss at the target minus the extended run's (nats)", True,
                     None),
     "gain_free": ("extension gain: the training-free scaling's loss at the target (same method and layers) minus "
-                  "the extended run's (nats)", True, None)}
+                  "the extended run's (nats)", True, None),
+    "gain_more": ("gain over the more-training control: the control's loss at the target (the parent trained the "
+                  "extension's steps at its own length, then the same scaling training-free) minus the extended "
+                  "run's (nats)", True, None),
+    "retrieval_gain": ("what the extension adds to retrieval: exact match at the target after the extension minus "
+                       "the unextended root's (the extension's target rows hold text only)", True, None),
+    "retrieval_more": ("exact match at the target: the extended run's minus the more-training control's", True, None)}
+RETRIEVAL = ("retrieval", "retrieval_gain", "retrieval_more")  # gated per run: the root learned the task in distribution
+GATE, MIN_PASSING = 0.9, 2  # exact match at the pretraining length; passing runs a cell needs to be an outcome
 EVAL_KEYS = {k: v[2] for k, v in OUTCOMES.items() if v[2]}
 MEASURED = tuple(k for k in OUTCOMES if k in EVAL_KEYS or k == "gap")  # per run; the gains are differences of runs
 PREDICTORS = ("train_loss_smooth", "val_loss", "pre", "sink_rate", "sink_strength")
@@ -61,7 +69,23 @@ def recipe(run):
     layers = " layers=global" if lin.get("layers") == "global" else ""
     lr = "" if budget == "training-free" or "lr_frac" not in lin else \
         f" lr={lin['lr_frac']:g}x" if num(lin["lr_frac"]) else " lr=parent" if lin["lr_frac"] == 0 else f" lr={lin.get('lr')}"
-    return f"{lin.get('method')}{' 2-stage' if lin.get('stages') == 2 else ''} {budget}{mix}{layers}{lr}"
+    tasks = f" tasks={lin['task_rows']}" if lin.get("task_rows") not in (None, "all") and budget != "training-free" else ""
+    more = more_training(lin)
+    after = f" after more training ({recipe({'lineage': more})})" if more else ""
+    return f"{lin.get('method')}{' 2-stage' if lin.get('stages') == 2 else ''} {budget}{mix}{layers}{lr}{tasks}{after}"
+
+
+def more_training(lin):
+    """The lineage of the same-length continued training an extension's parent is (extend.py --method none
+    --factor 1 with a budget: the more-training control), or None."""
+    p = (lin or {}).get("parent_lineage")
+    return p if isinstance(p, dict) and p.get("method") == "none" and num(p.get("factor")) == 1 and p.get("budget") else None
+
+
+def budget_key(lin):
+    """What a continued-training budget is (source and amount), to match an extension with its control."""
+    b = (lin or {}).get("budget")
+    return (b.get("source"), num(b.get(b.get("source")))) if isinstance(b, dict) else None
 
 
 def training_free(run):
@@ -107,15 +131,19 @@ def longctx_rows(runs):
         ctx = pretrain_block(root)
         m, ev = root["metrics"], root.get("eval") or {}
         seed = num(root["config"].get("seed"))
+        lin = r.get("lineage") or {}
+        control = more_training(lin)
         row = {"run": r["run_name"], "root": root["run_name"], "seed": int(seed) if seed is not None and seed.is_integer() else seed,
                "recipe": recipe(r) if ext else "no extension", "ckpt": ckpt, "ctx": ctx,
-               "training_free": training_free(r) if ext else None, "_scaling": scaling_key(r),
+               "training_free": training_free(r) if ext else None, "control": bool(control), "_scaling": scaling_key(r),
+               "_budget": budget_key(control or lin),
                **outcome_values(r, root, ctx),
                "train_loss_smooth": num(m.get("train_loss_smooth", m.get("train_loss"))),
                "val_loss": num(m.get("val_loss")), "sink_rate": num(ev.get("sink_rate")),
                "sink_strength": num(ev.get("sink_strength")),
                **dict(zip(("exact", "exact_n"), exact_at(r, dget(r, "eval", "score_lengths") or []))),
                "id_exact": exact_at(root, [ctx])[0] if ctx is not None else None}
+        row["passes_gate"] = row["id_exact"] is not None and row["id_exact"] >= GATE
         pre = outcome_values(root, root, ctx) if ext else {}
         rows.append({**row, **{f"pre_{k}": pre.get(k) for k in MEASURED}, "_model_config": root["model_config"]})
     extension_gains(rows)
@@ -128,16 +156,26 @@ def longctx_rows(runs):
 
 
 def extension_gains(rows):
-    """gain_parent and gain_free of every extension on a final checkpoint (lower loss = positive gain):
-    the root's own loss at the target (evaluate.py before extension), and the loss of the training-free
-    extension of the same root with the same scaling (none: None), each minus the run's loss."""
-    free = {(w["root"], w["_scaling"]): w["loss"] for w in rows if w["training_free"] and w["ckpt"] == "final"}
+    """The gains of every extension on a final checkpoint (lower loss = positive gain): gain_parent, the
+    root's own loss at the target (evaluate.py before extension) minus the run's; gain_free, the loss of
+    the training-free extension of the same root with the same scaling minus the run's; gain_more, the
+    more-training control's (the root trained the same budget at its own length, then that scaling
+    training-free) minus the run's. Retrieval likewise: retrieval_gain = the run's exact match at the
+    target minus the root's (what the extension adds), retrieval_more = the run's minus the control's.
+    None where the baseline is missing."""
+    final = lambda w: w["ckpt"] == "final" and w["training_free"] is not None
+    free = {(w["root"], w["_scaling"]): w["loss"] for w in rows if w["training_free"] and not w["control"] and final(w)}
+    more = {(w["root"], w["_scaling"], w["_budget"]): w for w in rows if w["control"] and final(w)}
+    diff = lambda a, b: a - b if a is not None and b is not None else None
     for w in rows:
-        final = w["ckpt"] == "final" and w["loss"] is not None and w["training_free"] is not None
-        w["gain_parent"] = w["pre_loss"] - w["loss"] if final and w["pre_loss"] is not None else None
-        key = (w["root"], w.pop("_scaling"))
-        base = free.get(key) if final and not w["training_free"] else None
-        w["gain_free"] = base - w["loss"] if base is not None else None
+        trained = final(w) and not w["training_free"]
+        key, budget = (w["root"], w.pop("_scaling")), w.pop("_budget")
+        ctl = more.get(key + (budget,)) if trained else None
+        w["gain_parent"] = diff(w["pre_loss"], w["loss"]) if final(w) else None
+        w["gain_free"] = diff(free.get(key), w["loss"]) if trained else None
+        w["gain_more"] = diff(ctl["loss"], w["loss"]) if ctl else None
+        w["retrieval_gain"] = diff(w["retrieval"], w["pre_retrieval"]) if trained else None
+        w["retrieval_more"] = diff(w["retrieval"], ctl["retrieval"]) if ctl else None
 
 
 def gain_report(rows, level=0.95):
@@ -147,7 +185,7 @@ def gain_report(rows, level=0.95):
     out = []
     for rec in sorted({w["recipe"] for w in rows if w["ckpt"] == "final" and w["training_free"] is False}):
         entry = {"recipe": rec}
-        for key in ("gain_parent", "gain_free"):
+        for key in ("gain_parent", "gain_free", "gain_more"):
             rs = [w for w in rows if w["recipe"] == rec and w["ckpt"] == "final" and w[key] is not None]
             if not rs:
                 entry[key] = None
@@ -175,12 +213,15 @@ def exact_at(run, lengths):
     return float(np.mean([num(r.get("exact")) for r in rs])), sum(int(num(r.get("n")) or 0) for r in rs)
 
 
-def retrieval_report(rows, gate=0.9, level=0.95, span_sds=3):
-    """Exact-match retrieval at the target on the main recipe's rows (final checkpoints): per cell the
-    mean over seeds with its 95% sampling CI (binomial: the samples of the cell's runs), the sd over
-    seeds and the roots' exact match at their pretraining length (the gate: a cell whose recipe does
-    not learn the task in distribution, mean < gate, scores chance at the target, not an outcome);
-    whether the cell means span more than span_sds init sds (pooled within-cell sd over seeds)."""
+def retrieval_report(rows, gate=GATE, level=0.95, span_sds=3, min_passing=MIN_PASSING):
+    """Exact-match retrieval at the target on the main recipe's rows (final checkpoints), gated per run: a
+    run whose root scores below `gate` exact match at its pretraining length has not learned the task in
+    distribution, so its target score is chance, not an outcome. Per cell: its runs and passing runs,
+    over the passing runs the mean with its 95% sampling CI (binomial: their samples), the sd over seeds
+    and the root's exact match at the target before the extension (`pre_mean`); the mean over every run
+    beside. A cell with fewer than `min_passing` passing runs is not learned (no spread over seeds);
+    retrieval is an outcome of the factorial (`usable`) only when every cell is learned. Whether the
+    cell means span more than span_sds init sds (pooled within-cell sd of the passing runs)."""
     rs = [w for w in rows if w.get("exact") is not None]
     if not rs:
         return None
@@ -189,33 +230,48 @@ def retrieval_report(rows, gate=0.9, level=0.95, span_sds=3):
         cells[w["cell"]].append(w)
     out_cells, var, dof = [], 0.0, 0
     for c, ws in sorted(cells.items()):
-        p = np.array([w["exact"] for w in ws])
-        n = np.array([max(w["exact_n"], 1) for w in ws])
-        half = binomial_half_width(p, n, level)
+        ok = [w for w in ws if w["id_exact"] is not None and w["id_exact"] >= gate]
+        p = np.array([w["exact"] for w in ok])
+        n = np.array([max(w["exact_n"], 1) for w in ok])
+        half = binomial_half_width(p, n, level) if len(ok) else None
+        pre = [w["pre_retrieval"] for w in ok if w.get("pre_retrieval") is not None]
         ide = [w["id_exact"] for w in ws if w["id_exact"] is not None]
-        learned = bool(ide) and float(np.mean(ide)) >= gate
-        if len(ws) > 1:
-            var, dof = var + float(p.var(ddof=1)) * (len(ws) - 1), dof + len(ws) - 1
-        out_cells.append({"cell": c, "n": len(ws), "samples": int(n.sum()), "mean": float(p.mean()),
-                          "lo": float(p.mean() - half), "hi": float(p.mean() + half), "half_width": half,
-                          "sd": sd1(list(p)), "id_exact": float(np.mean(ide)) if ide else None, "learned": learned})
-    means = [c["mean"] for c in out_cells]
+        if len(ok) > 1:
+            var, dof = var + float(p.var(ddof=1)) * (len(ok) - 1), dof + len(ok) - 1
+        mean = float(p.mean()) if len(ok) else None
+        out_cells.append({"cell": c, "n": len(ws), "n_pass": len(ok), "samples": int(n.sum()), "mean": mean,
+                          "lo": mean - half if len(ok) else None, "hi": mean + half if len(ok) else None,
+                          "half_width": half, "sd": sd1(list(p)), "pre_mean": float(np.mean(pre)) if pre else None,
+                          "mean_all": float(np.mean([w["exact"] for w in ws])),
+                          "id_exact": float(np.mean(ide)) if ide else None, "learned": len(ok) >= min_passing})
+    means = [c["mean"] for c in out_cells if c["learned"]]
     init_sd = math.sqrt(var / dof) if dof else None
-    span = max(means) - min(means)
-    n_learned = sum(c["learned"] for c in out_cells)
-    spans = bool(init_sd is not None and span > span_sds * init_sd) if init_sd else span > 0
-    verdict = ("not learned in distribution: exact match at the pretraining length below the gate in every cell; the "
-               "target exact match is chance, not an outcome" if not n_learned else
-               f"learned in distribution in {n_learned} of {len(out_cells)} cells only: no factorial outcome"
-               if n_learned < len(out_cells) else
-               f"the cell means {'span' if spans else 'do not span'} more than {span_sds} init sds")
+    span = max(means) - min(means) if means else None
+    n_learned, n_pass = sum(c["learned"] for c in out_cells), sum(c["n_pass"] for c in out_cells)
+    spans = bool(init_sd and span is not None and span > span_sds * init_sd)
+    runs = f"{n_pass} of {len(rs)} runs learned the task in distribution"
+    verdict = ("not learned in distribution: exact match at the pretraining length below the gate in every run; the "
+               "target exact match is chance, not an outcome" if not n_pass else
+               f"{runs}; {len(out_cells) - n_learned} of {len(out_cells)} cells have fewer than {min_passing}: "
+               "no factorial outcome" if n_learned < len(out_cells) else
+               f"{runs}, every cell at least {min_passing}: the cell means (passing runs) "
+               f"{'span' if spans else 'do not span'} more than {span_sds} init sds")
     return {"metric": "exact match at the target (mean over retrieval tasks and target lengths)",
-            "gate": {"metric": "the roots' exact match at their pretraining length", "threshold": gate},
+            "gate": {"metric": "the root's exact match at its pretraining length, per run", "threshold": gate,
+                     "min_passing": min_passing},
             "samples_per_run": sorted({int(w["exact_n"]) for w in rs}), "samples_rule":
             f"z^2 / 4 / (0.05^2 x seeds): {samples_for_ci(len({w['seed'] for w in rs}) or 1)} per run for a cell mean's "
             f"95% CI half-width <= 0.05",
-            "cells": out_cells, "n_learned": n_learned, "init_sd": init_sd, "init_sd_dof": dof,
-            "cell_mean_range": span, "spans_3sd": spans, "usable": n_learned == len(out_cells), "verdict": verdict}
+            "cells": out_cells, "n_runs": len(rs), "n_pass": n_pass, "n_learned": n_learned, "init_sd": init_sd,
+            "init_sd_dof": dof, "cell_mean_range": span, "spans_3sd": spans, "usable": n_learned == len(out_cells),
+            "verdict": verdict}
+
+
+def gated(rows, gate=GATE):
+    """The rows with the retrieval outcomes (RETRIEVAL) blanked where the run's root did not learn the
+    task in distribution (exact match at its pretraining length below the gate): chance is no outcome."""
+    return [w if w["id_exact"] is not None and w["id_exact"] >= gate else {**w, **dict.fromkeys(RETRIEVAL)}
+            for w in rows]
 
 
 def learned_subfactorial(rows, ret):
@@ -363,19 +419,70 @@ def longctx_report(runs):
     # an outcome with no value in any row (e.g. one built on the probes, which a --no_probes grid skips) is
     # reported as such, never dropped without a word
     empty = [key for key in OUTCOMES if all(w.get(key) is None for w in main_rows)]
+    ret = retrieval_report(main_rows)
+    # the retrieval outcomes on runs that learned the task in distribution only (no exact match scored, as in
+    # older eval.json files with a rank score alone: no gate to apply)
+    passing = gated(main_rows) if ret else main_rows
     for key in OUTCOMES:
-        rep = outcome_report(main_rows, key)
-        if rep:
+        rep = outcome_report(passing if key in RETRIEVAL else main_rows, key)
+        if rep and (key not in RETRIEVAL or not ret or ret["usable"]):  # chance is no outcome
             out[key] = dict(rep, early=early_report(rows, main, key), variants=variant_report(rows, main, key))
     gain = gain_report(rows)
-    ret = retrieval_report(main_rows)
-    if ret and not ret["usable"]:  # chance is no outcome: the recipe must learn the task in distribution
-        out.pop("retrieval", None)
-        ret["subfactorial"] = learned_subfactorial(main_rows, ret)
+    if ret and not ret["usable"]:
+        ret["subfactorial"] = learned_subfactorial(passing, ret)
     return {"sinks": sink_path(main_rows, "loss"), "contexts": contexts, "short_block": short, "extensions": ext, "main_recipe": main,
             "recipes": {r: finals.count(r) for r in sorted(set(finals))}, "runs": rows, "outcomes": out,
             "gain": gain, "flagged_recipes": [g["recipe"] for g in gain if g["flagged"]], "retrieval": ret,
-            "empty_outcomes": empty}
+            "empty_outcomes": empty, "family": longctx_family(main_rows, passing, out)}
+
+
+def seed_means(rows, key, where=lambda w: True):
+    """{seed: mean of key over the seed's rows that satisfy `where`} (rows without a value skipped)."""
+    by = defaultdict(list)
+    for w in rows:
+        if w.get(key) is not None and where(w):
+            by[w["seed"]].append(w[key])
+    return {s: float(np.mean(v)) for s, v in by.items()}
+
+
+def seed_contrasts(rows, key, feature):
+    """{seed: mean of key with the feature minus without it}: a main effect per seed (the seeds the
+    t test runs over: runs of one seed share their initialisation draw, not their cell)."""
+    on, off = seed_means(rows, key, lambda w: w[feature]), seed_means(rows, key, lambda w: not w[feature])
+    return {s: on[s] - off[s] for s in on if s in off}
+
+
+def longctx_family(rows, passing, outs):
+    """The study's family of hypotheses (stats.decide_family: Holm within it, a verdict only when passed
+    over >= 3 seeds, the detectable effect beside each null). Each rests on per-seed values of the main
+    recipe's runs: does the extension extend (its loss gains over the parent, the training-free scaling
+    and the more-training control), each feature's main effect on the loss at the target, the count
+    hypothesis (count vs additive model, nested F), and, when retrieval is an outcome of the factorial,
+    what the extension adds to exact match at the target (over the root and over the control) and each
+    feature's effect on that addition (runs that learned the task in distribution only)."""
+    seeds = sorted({w["seed"] for w in rows if w["seed"] is not None})
+    t = "t over seeds (n - 1 dof) of the seed's mean"
+    hyps = [paired_hypothesis(claim, seed_means(rows, key), t) for key, claim in (
+        ("gain_parent", "the extension lowers the loss at the target below the unextended parent's"),
+        ("gain_free", "the extension lowers the loss at the target below the training-free scaling's"),
+        ("gain_more", "the extension lowers the loss at the target below the more-training control's"))]
+    contrast = "t over seeds (n - 1 dof) of the seed's main-effect contrast"
+    hyps += [paired_hypothesis(f"{k} changes the loss at the target", seed_contrasts(rows, "loss", k), contrast)
+             for k in FEATURES]
+    loss = outs.get("loss")
+    if loss:
+        test = next(x for x in loss["tests"] if x["test"] == "count vs additive")
+        r2 = {m["model"]: m["r2"] for m in loss["models"]}
+        hyps.append(model_hypothesis("the four features do not count alike on the loss at the target (additive "
+                                     "beats count; effect: R^2 gained)", "nested F, count vs additive model, over runs",
+                                     len(seeds), r2["additive"] - r2["count"], None, test["p"]))
+    if "retrieval_gain" in outs:
+        hyps += [paired_hypothesis(claim, seed_means(passing, key), t) for key, claim in (
+            ("retrieval_gain", "the extension raises exact match at the target above the unextended root's"),
+            ("retrieval_more", "the extension raises exact match at the target above the more-training control's"))]
+        hyps += [paired_hypothesis(f"{k} changes what the extension adds to exact match at the target",
+                                   seed_contrasts(passing, "retrieval_gain", k), contrast) for k in FEATURES]
+    return decide_family([h for h in hyps if h["n"]])
 
 
 def effects_table(o, digits):
@@ -401,6 +508,7 @@ def longctx_md(lc):
          f"brackets; init sd = pooled sd over seeds within a cell.", ""]
     L += gain_md(lc)
     L += retrieval_md(lc)
+    L += family_md(lc.get("family"))
     if lc.get("empty_outcomes"):
         L += ["Not analysed, no value in any run of the main recipe: " + ", ".join(
             f"{k} (eval.json target.{OUTCOMES[k][2]})" if OUTCOMES[k][2] else k for k in lc["empty_outcomes"]) + ".", ""]
@@ -499,9 +607,10 @@ def gain_md(lc):
     L = ["### Does the extension extend? Extension gain at the target (nats; positive = the extension helps)", ""]
     cell = lambda g: (f"{ci(g['mean'], g['lo'], g['hi'], '+.4f')}; runs > 0: {g['n_positive']}/{g['n']}, cells > 0: "
                       f"{g['cells_positive']}/{g['n_cells']}") if g else "-"
-    L += table(["recipe", "vs the unextended parent", "vs training-free scaling", "flag"],
+    L += table(["recipe", "vs the unextended parent", "vs training-free scaling", "vs the more-training control", "flag"],
                [[g["recipe"] + (" (main)" if g["recipe"] == lc["main_recipe"] else ""), cell(g["gain_parent"]),
-                 cell(g["gain_free"]), "**mean gain not positive**" if g["flagged"] else ""] for g in lc["gain"]]) + [""]
+                 cell(g["gain_free"]), cell(g.get("gain_more")), "**mean gain not positive**" if g["flagged"] else ""]
+                for g in lc["gain"]]) + [""]
     for rec in lc["flagged_recipes"]:
         L += [f"**FLAG: {rec} does not extend: its mean gain at the target is not positive; its outcomes measure "
               f"a recipe that hurts, not what an extension recovers.**", ""]
@@ -515,12 +624,15 @@ def retrieval_md(lc):
         return []
     L = [f"### Retrieval: {r['metric']} (main recipe)", "",
          f"Samples per run {r['samples_per_run']} ({r['samples_rule']}). Gate: {r['gate']['metric']} >= "
-         f"{r['gate']['threshold']}. Init sd {f(r['init_sd'], '.3f')} ({r['init_sd_dof']} dof), range of the cell means "
-         f"{f(r['cell_mean_range'], '.3f')}. **Verdict: {r['verdict']}.**", ""]
-    L += table(["cell " + "/".join(FEATURES), "n", "samples", "exact match [95% CI]", "sd over seeds",
-                "exact match at the pretraining length", "learned"],
-               [[c["cell"], str(c["n"]), str(c["samples"]), ci(c["mean"], c["lo"], c["hi"], ".3f"), f(c["sd"], ".3f"),
-                 f(c["id_exact"], ".3f"), "yes" if c["learned"] else "**no**"] for c in r["cells"]]) + [""]
+         f"{r['gate']['threshold']}; a cell is learned with at least {r['gate']['min_passing']} passing runs. Init sd "
+         f"{f(r['init_sd'], '.3f')} ({r['init_sd_dof']} dof), range of the cell means {f(r['cell_mean_range'], '.3f')}. "
+         f"**Verdict: {r['verdict']}.** The sampling CI is binomial (the passing runs' samples): a sampling component, "
+         "not an interval over seeds.", ""]
+    L += table(["cell " + "/".join(FEATURES), "runs passing / n", "samples", "exact match [95% sampling CI]",
+                "sd over seeds", "before the extension", "every run", "exact match at the pretraining length", "learned"],
+               [[c["cell"], f"{c['n_pass']} / {c['n']}", str(c["samples"]), ci(c["mean"], c["lo"], c["hi"], ".3f"),
+                 f(c["sd"], ".3f"), f(c["pre_mean"], ".3f"), f(c["mean_all"], ".3f"), f(c["id_exact"], ".3f"),
+                 "yes" if c["learned"] else "**no**"] for c in r["cells"]]) + [""]
     sub = r.get("subfactorial")
     if sub and sub["report"]:
         o, (fx, v) = sub["report"], next(iter(sub["fixed"].items()))

@@ -167,7 +167,8 @@ def eval_cost(ec, cfg, mcfg, val_tokens=0):
                 K, W = ec.longppl_short, evaluate.longppl_step(ec)
                 flops += scored * (K + W - 1) / W * fwd(K + W - 1)
         retrieval = [t for t in names if t in tasks.TASKS]
-        flops += len(retrieval) * ec.depths * ec.samples * (1 + tasks.N_DISTRACTORS) * L * fwd(L)
+        rows = 1 + (tasks.N_DISTRACTORS if ec.rank else 0)  # --rank false: the answer's row only
+        flops += len(retrieval) * ec.depths * ec.samples * rows * L * fwd(L)
     if not ec.no_probes:  # val windows and niah samples, each a forward and the attention maps
         flops += sum(2 * 2 * ec.probe_samples * L * fwd(L) for L in set(lengths) | {train_len})
     if ec.ckpt != "final":  # a finished run's short val loss is read from its record

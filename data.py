@@ -134,24 +134,28 @@ def get_batch(tokens, batch_size, block_size, seed, step):
     return xy[:, :-1], xy[:, 1:]
 
 
-def train_batch(cfg, block, corpus, step):
+def train_batch(cfg, block, corpus, step, iters=0):
     """The global batch of one training step (cfg: train.py's TrainConfig): text windows of
     get_batch, with optional short-context steps (--short_frac: same tokens, more rows), synthetic
     retrieval rows (--task_mix) or an algorithmic task instead of text (--algo). Like get_batch, a
-    pure function of (seed, step)."""
+    pure function of (seed, step); iters: the run's steps, which --short_warmup's first steps are
+    a share of."""
     import random
     import torch
     import tasks  # here, not at the top: prepare's worker processes need neither torch nor tasks
     rng = np.random.default_rng([cfg.seed, step, 1])
     rows = cfg.batch_size
-    if cfg.short_frac > 0 and rng.random() < cfg.short_frac:
+    short = cfg.short_frac > 0 and rng.random() < cfg.short_frac  # drawn also under --short_warmup: same stream
+    if cfg.short_frac > 0 and cfg.short_warmup:  # sequence length warmup (arXiv 2108.06084): the short steps first
+        short = step < round(cfg.short_frac * iters)
+    if short:
         block, rows = cfg.short_block, rows * (block // cfg.short_block)
     if cfg.algo:  # --compile: one width for every step, so the compiled blocks see one shape (algo_targets)
         lengths = tasks.algo_lengths(cfg.algo_len)
         width = tasks.algo_width(cfg.algo, lengths, cfg.algo_offset) if cfg.compile else 0
         return tasks.algo_targets(cfg.algo, lengths, rows, block, (cfg.seed, step), cfg.algo_offset, width=width)
     x, y = get_batch(corpus.train, rows, block, cfg.seed, step)
-    if cfg.task_mix > 0:
+    if cfg.task_mix > 0 and (short or not cfg.task_short_only):  # --task_short_only: long rows hold text only
         y = y.clone()  # x and y are views of one buffer; y gets masked below
         for r in np.flatnonzero(rng.random(rows) < cfg.task_mix):
             trng = random.Random(f"{cfg.seed}-{step}-{r}")
@@ -169,10 +173,11 @@ PREFETCH = True  # False: every batch built in line, when the step asks for it (
 
 
 def train_batches(cfg, block, corpus, stop, pin=False):
-    """train_batch(cfg, block, corpus, step) for the steps of a run (< stop), each built one step
-    ahead (Prefetch); pin: in pinned host memory (CUDA: the copy to the device then needs no staging)."""
+    """train_batch(cfg, block, corpus, step, stop) for the steps of a run (< stop: its steps, which
+    --short_warmup's first steps are a share of), each built one step ahead (Prefetch); pin: in pinned
+    host memory (CUDA: the copy to the device then needs no staging)."""
     def build(step):
-        x, y = train_batch(cfg, block, corpus, step)
+        x, y = train_batch(cfg, block, corpus, step, stop)
         return (x.pin_memory(), y.pin_memory()) if pin else (x, y)
     return Prefetch(build, stop) if PREFETCH else build
 

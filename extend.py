@@ -9,6 +9,7 @@ length through train.py's own loop.
     python extend.py out/nope --method none --factor 4 --tokens 2000000         # NoPE / ALiBi / ExPE
     python extend.py out/base --method abf --theta 500000 --factor 4 --iters 200
     python extend.py out/base --method swan --window 64 --global_every 2 --iters 100   # RoPE -> SWAN-GPT
+    python extend.py out/base --method none --factor 1 --train --out_dir out/more      # more training, same length
 
 Continued-training budget: --train (the default --token_frac 0.05), --token_frac F (F x the parent
 run's training tokens: its planned total, also when an intermediate checkpoint is extended),
@@ -27,6 +28,10 @@ decoder-only models can be efficiently converted to the SWAN architecture with m
 training"): the same weights, with RoPE kept on sliding-window layers and removed (NoPE) from the
 global ones, then --iters steps of continued training at the parent's length (or at --factor x it).
 Log-n scaling stays off in the record: switch it on at evaluation (evaluate.py --logn).
+
+--method none --factor 1 with a budget trains the parent on at its own length (the extension's LR schedule,
+data and budget, nothing rescaled): the more-training control of a continued-training extension, which
+a training-free scaling of it (extend.py out/more --method ntk --factor 4) then takes to the target.
 """
 import contextlib
 import dataclasses
@@ -77,6 +82,9 @@ class ExtendConfig:
     warmdown: float = flag(None, "(default: 1 - warmup, a decay to 0 after the warmup; --lr_frac 0: the parent's)")
     batch_size: int = flag(None, "sequences per step (default: the parent's tokens per step at the new length)")
     short_frac: float = flag(0.0, "share of steps at the pretraining length (long/short data mix)")
+    task_rows: str = flag("all", "a parent with a task mix (--task_mix): all = its task rows on every step | short = "
+                                 "only on the --short_frac steps at the pretraining length, the target's rows text only "
+                                 "(retrieval at the target is then extended, not trained) | none = text only")
     data: str = flag("", "continued training's corpus (default: the parent's --data), e.g. a long-document set")
     ptq_bits: str = flag(None, "PTQ baseline bits ('' = skip; default: the parent's)")
     out_dir: str = flag("", "default: <run>-<method><factor>[-ft]")
@@ -138,7 +146,7 @@ def extended_fields(mc, ec, factor):
     at the same length when factor is 1)."""
     L = mc.rope_original_len or mc.block_size  # the ORIGINAL length, even for an extended parent
     new = swan_fields(mc, ec) if ec.method == "swan" else {}
-    if ec.method == "swan" and factor == 1:
+    if ec.method in ("swan", "none") and factor == 1:  # none at 1: continued training at the parent's own length
         return new
     if factor <= 1 or factor * L != int(factor * L):
         raise UserError(f"--factor {factor:g} must be > 1 and give a whole number of tokens from L={L}")
@@ -174,13 +182,28 @@ def extension_schedule(ec, peak):
     return own
 
 
+def task_rows(ec, parent_cfg):
+    """TrainConfig fields of the extension's task rows (--task_rows): the parent's mix on every step, on
+    the --short_frac steps at the pretraining length only, or none. Pure function."""
+    if ec.task_rows not in ("all", "short", "none"):
+        raise UserError(f"--task_rows {ec.task_rows!r}: all | short | none")
+    if ec.task_rows == "all" or not parent_cfg.task_mix:
+        return {}
+    if ec.task_rows == "none":
+        return {"task_mix": 0.0}
+    if not ec.short_frac:
+        raise UserError("--task_rows short puts the task rows on the --short_frac steps: give --short_frac > 0")
+    return {"task_short_only": True}
+
+
 def child_config(parent_cfg, ec, block, original_len, iters, batch, out_dir, peak=None):
     """The TrainConfig of the extended run: the parent's, with this extension's flags and LR schedule."""
-    over = {**extension_schedule(ec, parent_cfg.lr if peak is None else peak), **({"ptq_bits": ec.ptq_bits} if ec.ptq_bits is not None else {})}
+    over = {**extension_schedule(ec, parent_cfg.lr if peak is None else peak), **({"ptq_bits": ec.ptq_bits} if ec.ptq_bits is not None else {}),
+            **task_rows(ec, parent_cfg)}
     cfg = dataclasses.replace(
         parent_cfg, init_from=os.path.join(out_dir, "init.pt"), model={}, iters=iters, tokens=0, out_dir=out_dir,
         resume=os.path.exists(os.path.join(out_dir, "ckpt.pt")), overwrite=False, save_at="", device=ec.device,
-        quiet=ec.quiet, short_frac=ec.short_frac, short_block=original_len if ec.short_frac else 0,
+        quiet=ec.quiet, short_frac=ec.short_frac, short_block=original_len if ec.short_frac else 0, short_warmup=False,
         batch_size=batch, grad_accum=math.gcd(batch, parent_cfg.grad_accum),
         qat_start=0.0, **over, **({"data": ec.data} if ec.data else {}))  # a QAT parent: keep QAT on
     train.check_config(cfg)
@@ -252,7 +275,7 @@ def prepare(ec, parent, which, factor, share, out_dir, loaded=None, peak=None):
                    factor=factor, original_len=L, block_size=block,
                    theta=c.rope_theta, beta_fast=ec.beta_fast, beta_slow=ec.beta_slow,
                    layers=ec.layers, iters=iters, batch_size=batch, tokens=iters * batch * block,
-                   short_frac=ec.short_frac, lr=cfg.lr, lr_frac=ec.lr_frac if ec.lr is None else None,
+                   short_frac=ec.short_frac, task_rows=ec.task_rows, lr=cfg.lr, lr_frac=ec.lr_frac if ec.lr is None else None,
                    parent_lr=peak, warmup=cfg.warmup, warmdown=cfg.warmdown, schedule=cfg.schedule,
                    parent_lineage=ckpt.get("extra", {}).get("lineage"))
     if ec.method == "swan":
@@ -269,6 +292,9 @@ def stages(ec, budget=None):
         raise UserError("--factor is required: target length / pretraining length, e.g. 4")
     if ec.iters < 0:
         raise UserError(f"--iters {ec.iters} must be >= 0 (0 = training-free)")
+    if ec.method == "none" and factor == 1 and not budget:
+        raise UserError("--method none --factor 1 trains on at the parent's length: give a continued-training "
+                        "budget (--train, --token_frac, --tokens or --iters)")
     tag = ec.method if swan and factor == 1 else f"{ec.method}{factor:g}"
     out_dir = ec.out_dir or f"{os.path.normpath(ec.run)}-{tag}" + ("-ft" if budget else "")
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):

@@ -51,9 +51,13 @@ class TrainConfig:
     cache_dir: str = flag("", "where raw corpora are prepared once ('' = data/cache)")
     short_frac: float = flag(0.0, "long/short mix: share of steps trained at --short_block instead")
     short_block: int = flag(0, "the short context of the mix (same tokens per step: more rows)")
+    short_warmup: bool = flag(False, "the --short_frac steps are the run's first ones (sequence length warmup, "
+                                     "arXiv 2108.06084), not drawn at random")
     task_mix: float = flag(0.0, "share of training sequences replaced by synthetic retrieval tasks")
     task_list: str = flag("passkey,niah_single,niah_multikey", "tasks.py TASKS mixed in by --task_mix")
     task_loss: str = flag("all", "task rows score all tokens | answer (only the answer tokens)")
+    task_short_only: bool = flag(False, "task rows only in the --short_frac steps (at --short_block); the other "
+                                        "steps hold text only (extend.py --task_rows short)")
     algo: str = flag("", "train on an algorithmic task instead of text: copy | reverse | sort | ...")
     algo_len: str = flag("1,16", "input lengths min,max seen in training (test longer with evaluate.py)")
     algo_offset: int = flag(0, "random position offsets up to this many PAD tokens (0 = none)")
@@ -660,6 +664,9 @@ def check_config(cfg):
     for name in ("out_dir", "cache_dir"):
         if getattr(cfg, name) and os.path.exists(getattr(cfg, name)) and not os.path.isdir(getattr(cfg, name)):
             raise UserError(f"--{name} {getattr(cfg, name)} is a file, not a folder")
+    if cfg.task_short_only and not (cfg.task_mix > 0 and cfg.short_frac > 0):
+        raise UserError("--task_short_only puts the task rows on the --short_frac steps only: it needs "
+                        "--task_mix > 0 and --short_frac > 0")
     if cfg.task_mix > 0:
         bad = [t for t in cfg.task_list.split(",") if t not in tasks.TASKS]
         if bad:

@@ -240,8 +240,10 @@ def test_longctx_count_hypothesis_holds_when_planted(tmp_path):
 
 def test_longctx_end_to_end_on_the_tiny_grid(tmp_path):
     """Synthetic result.json / eval.json for every run of `bash sweep.sh --dry-run longctx` (names, flags
-    and lineage as the scripts would write them), then analyze.py: every key of the longctx section,
-    each documented in the study README (results/longctx)."""
+    and lineage as the scripts would write them), then analyze.py: the gains over the parent, the
+    training-free scaling and the more-training control, retrieval gated per run over the full 2^4
+    factorial with what the extension adds (post - pre, and over the control), the declared family;
+    every key of the longctx section documented in the study README (results/longctx)."""
     import dataclasses
     import shlex
     import extend
@@ -252,8 +254,10 @@ def test_longctx_end_to_end_on_the_tiny_grid(tmp_path):
                        env={**os.environ, "OUT": str(out), "SCALE": "tiny"}, timeout=60)
     assert p.returncode == 0, p.stderr
     rng = np.random.default_rng(0)
-    n_ext = 0
-    for line in p.stdout.splitlines():
+    n_ext, lineages, failing = 0, {}, set()
+    pk = lambda ex, *ls: {"passkey_short": {"by_length": {str(L): {"exact": e, "rank": 0.9, "n": 130}
+                                                          for L, e in zip(ls, ex)}}}
+    for i, line in enumerate(p.stdout.splitlines()):
         steps = [shlex.split(s)[1:] for s in line.split(" && ")]
         cfg = train.parse_args(steps[0][1:])
         mc = dataclasses.asdict(train.model_config(cfg, 1024))
@@ -261,26 +265,44 @@ def test_longctx_end_to_end_on_the_tiny_grid(tmp_path):
         y0 = 3.9 + 0.04 * z["short"] - 0.04 * z["swa"] + 0.01 * z["gqa"] + 0.005 * rng.standard_normal()
         res = {"run_name": os.path.basename(cfg.out_dir), "status": "done", "config": dataclasses.asdict(cfg),
                "model_config": mc, "metrics": {"val_loss": 3.8, "train_loss_smooth": 3.7 + 0.01 * rng.standard_normal()}}
-        # retrieval: learned in distribution (the passkey mix), exact match at 512 with range (planted SWA effect)
-        ex0 = 0.3 + 0.3 * z["swa"] - 0.1 * z["short"]
-        pk = lambda ex, *ls: {"passkey_short": {"by_length": {str(L): {"exact": e, "rank": 0.9, "n": 130}
-                                                              for L, e in zip(ls, ex)}}}
+        # retrieval learned in distribution except on two runs (one per cell: every cell keeps 2 passing runs);
+        # before the extension exact match at 512 is pre (SWA +0.2); the extension adds 0.1 + 0.1 x SWA, the
+        # more-training control 0.05
+        pre = 0.2 + 0.2 * z["swa"] + 0.01 * rng.standard_normal()
+        ide = 0.5 if i in (5, 16 + 9) else 0.97
+        if ide < 0.9:
+            failing.add(os.path.basename(cfg.out_dir))
         write_json_run(cfg.out_dir, res, {"ppl": {"by_length": {str(mc["block_size"]): 3.85}}, "sink_rate": 0.0,
-                                          "sink_strength": 0.03 + 0.01 * rng.random(), "score": 0.05,
-                                          "tasks": pk((0.97, 0.05), mc["block_size"], 512), "score_lengths": [512],
-                                          "target": {"loss": y0 + 0.02, "longppl_loss": 2.7, "retrieval": 0.05}})
-        for ext, _ in zip(steps[2::2], steps[3::2]):
-            ec = extend.parse_args(ext[1:])
-            n_ext += 1
+                                          "sink_strength": 0.03 + 0.01 * rng.random(), "score": pre,
+                                          "tasks": pk((ide, pre), mc["block_size"], 512), "score_lengths": [512],
+                                          "target": {"loss": y0 + 0.02, "longppl_loss": 2.7, "retrieval": pre}})
+        configs = {cfg.out_dir: (mc, None)}
+        for j, st in enumerate(steps[2:], 2):
+            if st[0] != "extend.py":
+                continue
+            ec = extend.parse_args(st[1:])
+            pmc, plin = configs[ec.run]
             lin = {"parent": ec.run, "parent_ckpt": ec.ckpt, "method": ec.method, "factor": ec.factor,
                    "stages": ec.stages, "stage": ec.stages, "short_frac": ec.short_frac, "layers": ec.layers,
-                   "lr_frac": ec.lr_frac, "budget": {"source": "token_frac", "token_frac": ec.token_frac}
-                   if ec.token_frac else None}
-            emc = {**mc, "block_size": int(ec.factor * mc["block_size"]), "rope_original_len": mc["block_size"]}
-            # trained: better than the parent's 0.02; training-free: worse; the re-warm (--lr_frac 0) hurts
+                   "lr_frac": ec.lr_frac, "task_rows": ec.task_rows, "parent_lineage": plin,
+                   "budget": {"source": "token_frac", "token_frac": ec.token_frac} if ec.token_frac else None}
+            L = pmc.get("rope_original_len") or pmc["block_size"]
+            emc = {**pmc, "block_size": int(ec.factor * L), **({"rope_original_len": L} if ec.factor > 1 else {})}
+            configs[ec.out_dir] = (emc, lin)
+            evaluated = j + 1 < len(steps) and steps[j + 1][:2] == ["evaluate.py", ec.out_dir]
+            if not evaluated:  # the more-training control's first step: a run, no outcome
+                write_json_run(ec.out_dir, {"run_name": os.path.basename(ec.out_dir), "status": "done", "lineage": lin,
+                                            "config": {"block_size": emc["block_size"], "seed": cfg.seed},
+                                            "model_config": emc, "metrics": {"val_loss": y0}}, None)
+                continue
+            n_ext += 1
+            control = plin is not None and plin["method"] == "none"
+            # trained: better than the parent's 0.02; training-free: worse; the control between the two;
+            # (as good as the main recipe: no gain over it); 2-stage YaRN hurts (the flag)
             y = (y0 + (0.03 if ec.ckpt != "final" else 0) - 0.05 * ec.token_frac + (0.04 if not ec.token_frac else 0)
-                 + (0.05 if ec.lr_frac == 0 else 0) + 0.005 * rng.standard_normal())
-            ex = float(np.clip(ex0 + 0.02 * rng.standard_normal(), 0, 1))
+                 - (0.0425 if control else 0) + (0.05 if ec.stages == 2 else 0) + 0.005 * rng.standard_normal())
+            ex = float(np.clip(pre + (0.05 if control else 0.1 + 0.1 * z["swa"] if ec.token_frac else 0)
+                               + 0.01 * rng.standard_normal(), 0, 1))
             ev = {"target": {"loss": y, "longppl_loss": 2.6 + y / 10, "key_frac": 0.01, "retrieval": ex},
                   "tasks": pk((ex,), 512), "score_lengths": [512]}
             if ec.stages == 2:  # the first stage's folder holds a finished run too; it is no outcome
@@ -288,50 +310,69 @@ def test_longctx_end_to_end_on_the_tiny_grid(tmp_path):
                                "config": {}, "model_config": emc, "lineage": {**lin, "stage": 1}}, None)
                 lin["parent"] = os.path.join(ec.out_dir, "stage1")
                 lin["parent_lineage"] = {**lin, "stage": 1, "parent": ec.run}
+            lineages[os.path.basename(ec.out_dir)] = lin
             write_json_run(ec.out_dir, {"run_name": os.path.basename(ec.out_dir), "status": "done", "lineage": lin,
                                         "config": {"block_size": emc["block_size"], "seed": cfg.seed},
                                         "model_config": emc, "metrics": {"val_loss": y}}, ev)
     assert analyze.main([str(out / "longctx")]) == 0
     lc = json.loads((out / "longctx" / "analysis.json").read_text())["longctx"]
     assert set(lc) == {"contexts", "short_block", "extensions", "main_recipe", "recipes", "runs", "outcomes",
-                       "gain", "flagged_recipes", "sinks", "retrieval", "empty_outcomes"}
-    rt = lc["retrieval"]  # learned in distribution in every cell; the planted SWA effect spans > 3 init sds
-    assert rt["usable"] and rt["n_learned"] == 16 and rt["spans_3sd"] and rt["samples_per_run"] == [130]
-    assert all(c["half_width"] <= 0.05 and c["n"] == 3 and c["samples"] == 390 for c in rt["cells"])
-    swa_mean = np.mean([c["mean"] for c in rt["cells"] if c["cell"][2] == "1"])
-    assert swa_mean - np.mean([c["mean"] for c in rt["cells"] if c["cell"][2] == "0"]) == pytest.approx(0.3, abs=0.03)
-    assert "retrieval" in lc["outcomes"] and "the cell means span more than 3 init sds" in rt["verdict"]
-    assert lc["sinks"] == {"rate_min": 0.0, "rate_max": 0.0, "formed": False, "path": None}  # no sinks: no path
+                       "gain", "flagged_recipes", "sinks", "retrieval", "empty_outcomes", "family"}
+    rt = lc["retrieval"]  # gated per run: 46 of 48 pass, every cell keeps >= 2, so an outcome of the factorial
+    assert rt["usable"] and rt["n_learned"] == 16 and (rt["n_pass"], rt["n_runs"]) == (46, 48)
+    assert rt["samples_per_run"] == [130] and sorted(c["n_pass"] for c in rt["cells"]) == [2, 2] + [3] * 14
+    assert all(c["n"] == 3 and (c["half_width"] <= 0.05) == (c["n_pass"] == 3) for c in rt["cells"])  # the rule: 3 x 130
+    assert "46 of 48 runs learned" in rt["verdict"] and "retrieval" in lc["outcomes"]
     lr = f"lr={extend.DEFAULT_LR_FRAC:g}x"
-    main = f"ntk frac=0.05 short_frac=0.25 layers=global {lr}"
-    assert lc["main_recipe"] == main and lc["recipes"][main] == 48
+    main = f"ntk frac=0.05 short_frac=0.25 layers=global {lr} tasks=short"
+    control = f"ntk training-free layers=global after more training (none frac=0.05 short_frac=0.25 {lr} tasks=short)"
+    assert lc["main_recipe"] == main and lc["recipes"][main] == 48 and lc["recipes"][control] == 48
     assert lc["recipes"]["ntk training-free layers=global"] == 48  # the gain's baseline: no recipe of its own
+    rows = [w for w in lc["runs"] if w["recipe"] == main and w["ckpt"] == "final"]
+    assert all(w["passes_gate"] == (w["root"] not in failing) and w["retrieval_gain"] is not None for w in rows)
+    o = lc["outcomes"]
+    assert o["retrieval_gain"]["n"] == o["retrieval_more"]["n"] == 46  # the gate: passing runs only
+    eff = {e["feature"]: e for e in o["retrieval_gain"]["effects"]}  # planted: 0.1 + 0.1 x SWA
+    assert eff["swa"]["lo"] < 0.1 < eff["swa"]["hi"] and eff["short_ctx"]["lo"] < 0 < eff["short_ctx"]["hi"]
+    eff = {e["feature"]: e for e in o["retrieval"]["effects"]}  # after = before (+0.2) + added (+0.1)
+    assert eff["swa"]["lo"] < 0.3 < eff["swa"]["hi"]
+    assert np.mean([w["retrieval_more"] for w in rows if w["retrieval_more"] is not None]) == pytest.approx(0.1, abs=0.02)
     gain = {g["recipe"]: g for g in lc["gain"]}
-    g = gain[main]  # the planted gains: 0.02 + 0.0025 over the parent, 0.04 + 0.0025 over training-free
+    g = gain[main]  # planted: 0.0225 over the parent, 0.0425 over training-free, 0 over the control
     assert g["gain_parent"]["lo"] < 0.0225 < g["gain_parent"]["hi"] and g["gain_free"]["lo"] < 0.0425 < g["gain_free"]["hi"]
+    assert g["gain_more"]["lo"] < 0 < g["gain_more"]["hi"] and g["gain_more"]["n"] == 48
     assert g["gain_free"]["n"] == 48 and g["gain_free"]["cells_positive"] == 16 and not g["flagged"]
-    rewarm = main.replace(lr, "lr=parent")
-    assert lc["flagged_recipes"] == [rewarm] and gain[rewarm]["gain_parent"]["hi"] < 0 and gain[rewarm]["gain_parent"]["n_positive"] < 4
+    assert gain[main.replace("0.05", "0.25")]["gain_more"] is None  # the control matches the main budget only
+    yarn = f"yarn 2-stage frac=0.05 short_frac=0.25 layers=global {lr} tasks=short"
+    assert lc["flagged_recipes"] == [yarn] and "FLAG: " + yarn in (out / "longctx" / "analysis.md").read_text()
     assert gain[main.replace("layers=global ", "")]["gain_free"] is None  # no training-free run with every layer scaled
-    assert "FLAG: " + rewarm in (out / "longctx" / "analysis.md").read_text()
     assert len(lc["runs"]) == n_ext and sum(lc["recipes"].values()) + sum(w["ckpt"] != "final" for w in lc["runs"]) == n_ext
-    o = lc["outcomes"]["loss"]
-    assert set(o) == {"what", "higher_is_better", "n", "n_cells", "seeds", "cells", "effects", "models", "tests",
-                      "best_by_loo", "remove_one", "seed_variance", "predictors", "early", "variants",
-                      "relative_drop", "best_by_loco"}
-    assert (o["n"], o["n_cells"], o["seeds"]) == (48, 16, [0, 1, 2])
-    eff = {e["feature"]: e for e in o["effects"]}
+    fam = lc["family"]  # the declared family: Holm within it, verdicts over 3 seeds
+    claims = {h["claim"]: h for h in fam["hypotheses"]}
+    assert fam["m"] == len(claims) == 3 + 4 + 1 + 2 + 4 and all(h["n"] == 3 for h in claims.values())
+    h = claims["the extension lowers the loss at the target below the training-free scaling's"]
+    assert h["passed"] and h["direction"] == 1 and h["p_holm"] >= h["p"]
+    h = claims["the extension lowers the loss at the target below the more-training control's"]
+    assert not h["passed"] and h["mde"] > 0  # none planted: a null with its detectable effect
+    lo = o["loss"]
+    assert set(lo) == {"what", "higher_is_better", "n", "n_cells", "seeds", "cells", "effects", "models", "tests",
+                       "best_by_loo", "remove_one", "seed_variance", "predictors", "early", "variants",
+                       "relative_drop", "best_by_loco"}
+    assert (lo["n"], lo["n_cells"], lo["seeds"]) == (48, 16, [0, 1, 2])
+    eff = {e["feature"]: e for e in lo["effects"]}
     assert eff["short_ctx"]["lo"] < 0.04 < eff["short_ctx"]["hi"] and eff["swa"]["lo"] < -0.04 < eff["swa"]["hi"]
-    assert o["early"]["n"] >= 16 and len(o["variants"]) == 5
-    assert {v["recipe"] for v in o["variants"]} == {
-        main.replace("0.05", "0.25"), f"yarn 2-stage frac=0.05 short_frac=0.25 layers=global {lr}",
-        rewarm, main.replace("layers=global ", ""), "ntk training-free layers=global"}
+    assert lo["early"]["n"] >= 16
+    assert {v["recipe"] for v in lo["variants"]} == {
+        main.replace("0.05", "0.25"), yarn, main.replace("layers=global ", ""), "ntk training-free layers=global", control}
     assert os.path.exists(out / "longctx" / "longctx_outcome_vs_count.png")
+    md = (out / "longctx" / "analysis.md").read_text()
+    assert "vs the more-training control" in md and "Verdicts (the declared family)" in md and "runs passing / n" in md
     readme = open(os.path.join(root, "results", "longctx", "README.md")).read()  # the study write-up
-    keys = set(lc) | set(o) | set(g) | set(g["gain_parent"]) | set(lc["sinks"]) | set(o["relative_drop"]) | {k for part in ("cells", "effects", "models", "tests", "predictors", "variants")
-                               for x in o[part] for k in x} | set(o["remove_one"]) | set(o["seed_variance"]) \
-        | set(o["early"]) | set(lc["runs"][0]) | set(o["remove_one"]["increments"][0]) | set(o["remove_one"]["equal"]) \
-        | set(rt) | set(rt["cells"][0]) | set(rt["gate"])
+    keys = set(lc) | set(lo) | set(g) | set(g["gain_parent"]) | set(lc["sinks"]) | set(lo["relative_drop"]) | {
+        k for part in ("cells", "effects", "models", "tests", "predictors", "variants") for x in lo[part] for k in x} \
+        | set(lo["remove_one"]) | set(lo["seed_variance"]) | set(lo["early"]) | set(lc["runs"][0]) \
+        | set(lo["remove_one"]["increments"][0]) | set(lo["remove_one"]["equal"]) | set(rt) | set(rt["cells"][0]) \
+        | set(rt["gate"]) | set(o)
     missing = sorted(k for k in keys if f"`{k}`" not in readme)
     assert not missing, f"README does not document analysis.json longctx keys {missing}"
 
@@ -342,10 +383,17 @@ def test_longctx_retrieval_gate_and_span():
     rows = [{"cell": c, "seed": s, "exact": 0.2 + 0.01 * s + 0.005 * int(c, 2), "exact_n": 130, "id_exact": idx}
             for c in ("0000", "0001", "1000") for s in (0, 1, 2) for idx in [0.3 if c == "0001" else 0.95]]
     r = analyze_longctx.retrieval_report(rows)
-    assert r["n_learned"] == 2 and not r["usable"] and "in 2 of 3 cells only" in r["verdict"]
+    assert r["n_learned"] == 2 and not r["usable"] and "6 of 9 runs learned" in r["verdict"]
+    assert "1 of 3 cells have fewer than 2" in r["verdict"] and r["cells"][1]["mean"] is None
     assert [c["learned"] for c in r["cells"]] == [True, False, True]
+    one = [dict(w, id_exact=0.3) if (w["cell"], w["seed"]) == ("0000", 2) else w for w in rows]  # gated per run
+    c = analyze_longctx.retrieval_report(one)["cells"][0]
+    assert (c["n_pass"], c["learned"], c["samples"]) == (2, True, 260) and c["mean"] == pytest.approx(0.205)
+    assert c["mean_all"] == pytest.approx(0.21)  # every run, beside
     r = analyze_longctx.retrieval_report([dict(w, id_exact=0.2) for w in rows])
     assert r["n_learned"] == 0 and "not learned in distribution" in r["verdict"] and "chance" in r["verdict"]
+    assert [w["retrieval_gain"] for w in analyze_longctx.gated([dict(rows[0], retrieval_gain=0.1, id_exact=0.5),
+                                                                dict(rows[0], retrieval_gain=0.1)])] == [None, 0.1]
     r = analyze_longctx.retrieval_report([dict(w, id_exact=1.0) for w in rows])  # range 0.04, init sd 0.01: 4 sds
     assert r["usable"] and r["spans_3sd"] and r["init_sd"] == pytest.approx(0.01)
     r = analyze_longctx.retrieval_report([dict(w, id_exact=1.0, exact=w["exact"] - (0.02 if w["cell"] == "1000" else 0))

@@ -90,6 +90,18 @@ def test_cost_equals_the_hand_sum(tmp_path):
     assert not os.listdir(tmp_path)  # nothing trained, nothing written
 
 
+def test_cost_prices_retrieval_without_ranking_on_the_answer_row_only():
+    """evaluate.py --rank false scores the answer's row only (exact match), not its distractors': the cost
+    model prices 1 row per sample there, 1 + N_DISTRACTORS with the ranking (it priced 5 before: the
+    tiny longctx grid's evaluations came out about twice what they spend)."""
+    import tasks
+    base = "python train.py --size 0.1M --block_size 64 --iters 2 --vocab_size 1024 --ptq_bits '' --out_dir R"
+    ev = " && python evaluate.py R --lengths 64,128 --tasks passkey_short --no_probes --depths 2 --samples 3 --score exact"
+    train_only = cost.job_cost(base)["eval_flops"]
+    ranked, exact = (cost.job_cost(base + ev + extra)["eval_flops"] - train_only for extra in ("", " --rank false"))
+    assert exact > 0 and ranked / exact == pytest.approx(1 + tasks.N_DISTRACTORS, rel=1e-12)
+
+
 def test_cost_prices_the_final_passes_on_final_eval_tokens():
     """train.py's final passes score --final_eval_tokens of the val split (0 = all of it): so does
     --cost, on a large val split (each pass of the QAT run: deployed and full precision)."""

@@ -150,6 +150,36 @@ def test_method_none_is_the_parent_at_its_own_length(parent, tmp_path):
     assert at_32 == pytest.approx(parent_rec["metrics"]["val_loss"], abs=1e-9)
 
 
+def test_more_training_control_then_training_free_scaling(parent, tmp_path):
+    """--method none --factor 1 with a budget: the parent trained on at its own length (nothing rescaled,
+    the extension's LR schedule); a training-free scaling of it then reaches the target from the
+    pretraining length (the more-training control of the longctx study)."""
+    p = parent("rope")
+    more = run_extend([p, "--method", "none", "--factor", "1", "--iters", "2", "--out_dir", str(tmp_path / "m")])
+    parent_rec = json.load(open(os.path.join(p, "result.json")))
+    assert (more["steps"], more["model_config"]["block_size"]) == (2, parent_rec["model_config"]["block_size"])
+    assert more["model_config"]["rope_scaling"] == parent_rec["model_config"]["rope_scaling"]
+    assert more["lineage"]["factor"] == 1 and more["lineage"]["budget"] == {"source": "iters", "iters": 2}
+    assert more["config"]["lr"] == pytest.approx(parent_rec["config"]["lr"] * extend.DEFAULT_LR_FRAC)
+    assert more["metrics"]["val_loss"] != parent_rec["metrics"]["val_loss"]  # it trained
+    r = run_extend([str(tmp_path / "m"), "--method", "ntk", "--factor", "4", "--out_dir", str(tmp_path / "mf")])
+    assert (r["model_config"]["rope_original_len"], r["model_config"]["block_size"]) == (32, 128)
+    assert r["lineage"]["parent_lineage"]["factor"] == 1
+
+
+def test_task_rows_map_to_the_training_flags(tmp_path):
+    """--task_rows: a task-mix parent's rows on every step (all: nothing changes), on the short steps only
+    (task_short_only, which needs --short_frac) or none (task_mix 0); a parent without a mix: nothing."""
+    pc = tiny_config(tmp_path, task_mix=0.5, task_list="passkey_short")
+    ec = lambda **kw: extend.ExtendConfig(run="x", **kw)
+    assert extend.task_rows(ec(task_rows="all"), pc) == {}
+    assert extend.task_rows(ec(task_rows="short", short_frac=0.25), pc) == {"task_short_only": True}
+    assert extend.task_rows(ec(task_rows="none"), pc) == {"task_mix": 0.0}
+    with pytest.raises(extend.UserError, match="--short_frac"):
+        extend.task_rows(ec(task_rows="short"), pc)
+    assert extend.task_rows(ec(task_rows="short"), tiny_config(tmp_path)) == {}  # no mix: nothing to move
+
+
 def test_continued_training_two_stages_chain_lineage(parent, tmp_path):
     p = parent("rope")
     out = str(tmp_path / "y2")
@@ -343,6 +373,8 @@ BAD = [
     ("swan_rope", ["{nope}", "--method", "swan", "--window", "8"], "RoPE in every layer"),
     ("swan_global", ["{rope}", "--method", "swan", "--window", "8"], "at least one global layer"),  # 2 layers, k=4
     ("swan_big", ["{rope}", "--method", "swan", "--window", "64", "--global_every", "2"], "window=64 must be"),
+    ("taskrows", ["{rope}", "--factor", "2", "--iters", "2", "--task_rows", "long"], "--task_rows 'long'"),
+    ("more_free", ["{rope}", "--method", "none", "--factor", "1"], "give a continued-training budget"),
     ("swan_stages", ["{rope}", "--method", "swan", "--window", "8", "--stages", "2", "--iters", "2"], "one stage"),
 ]
 

@@ -217,12 +217,16 @@ def test_longctx_grid(env, scale):
     """The full 2^4 factorial with >= 3 seeds; every pretraining run trains the same tokens per step and
     the same steps whatever its context; the main recipe (1-stage NTK, a small budget) extends every
     run to one target, also from the early checkpoint, beside its training-free baseline (the extension
-    gain's), RoPE scaled on the global layers with extend.py's own LR schedule; robustness variants on
-    the first seed only (the re-warm and the all-layers scaling on the SWA cells too)."""
+    gain's) and the more-training control (the main recipe's budget at the parent's own length, then the
+    same scaling training-free), RoPE scaled on the global layers with extend.py's own LR schedule; the
+    window is the short pretraining context; tiny: the long context's pretraining starts at the short one
+    (sequence length warmup), and the extension's task rows stay at the pretraining length; robustness
+    variants on the first seed only (the all-layers scaling on the SWA cells)."""
     lines = sweep(env, "-n", "longctx", SCALE=scale).stdout.splitlines()
     if scale == "paper":
         lines = paper_longctx_joined(lines)
     cells, per_step, steps, targets, variants = set(), set(), set(), set(), {}
+    ctxs = {train.parse_args(shlex.split(l.split(" && ")[0])[2:]).model["block_size"] for l in lines}
     for line in lines:
         parts = [shlex.split(s)[1:] for s in line.split(" && ")]
         (t_script, *t), (e_script, *ev0) = parts[:2]
@@ -232,9 +236,26 @@ def test_longctx_grid(env, scale):
         cells.add((cfg.model["qk_norm"], cfg.model["n_kv_head"], cfg.model.get("window", 0), ctx, cfg.seed))
         per_step.add(cfg.batch_size * ctx)  # tokens per step, equal across contexts
         steps.add(cfg.iters if not cfg.tokens else cfg.tokens // (cfg.batch_size * ctx))
+        assert cfg.model.get("window", 0) in (0, min(ctxs))  # the window is the short pretraining context
+        if scale == "tiny" and ctx > min(ctxs):  # sequence length warmup: the first half at the short context
+            assert (cfg.short_frac, cfg.short_block, cfg.short_warmup) == (0.5, min(ctxs), True)
+            assert cfg.save_at == "0.75"  # the early checkpoint holds steps at the long context
+        else:
+            assert cfg.short_frac == 0
         assert ev0[0] == run and ctx in map(int, flag(ev0, "--lengths").split(","))  # in-distribution loss too
-        exts = [(a, b) for (sa, *a), (sb, *b) in zip(parts[2::2], parts[3::2])]
-        assert all(s == "extend.py" for s, *_ in parts[2::2]) and all(s == "evaluate.py" for s, *_ in parts[3::2])
+        exts, more = [], []
+        rest = parts[2:]
+        while rest:
+            (s1, *a), (s2, *b), rest = rest[0], rest[1], rest[2:]
+            assert s1 == "extend.py"
+            if s2 == "extend.py":  # the more-training control: train on at the parent's length, then scale
+                assert flag(a, "--method") == "none" and flag(a, "--factor") == "1" and b[0] == flag(a, "--out_dir")
+                (s3, *c), rest = rest[0], rest[1:]
+                assert s3 == "evaluate.py" and c[0] == flag(b, "--out_dir")
+                more.append((a, b))
+                continue
+            assert s2 == "evaluate.py"
+            exts.append((a, b))
         for ext, ev in exts:
             assert ext[0] == run and ev[0] == flag(ext, "--out_dir")
             target = int(float(flag(ext, "--factor")) * ctx)
@@ -243,6 +264,8 @@ def test_longctx_grid(env, scale):
             key = (flag(ext, "--method"), flag(ext, "--stages", "1"), float(flag(ext, "--token_frac", 0)),
                    flag(ext, "--ckpt", "final"), flag(ext, "--lr_frac"), flag(ext, "--layers"))
             variants.setdefault(key, []).append((cfg.seed, cfg.model.get("window", 0)))
+            if scale == "tiny":  # the target's rows text only: retrieval there is extended, not trained
+                assert flag(ext, "--task_rows") == "short"
         free, main = exts[0][0], exts[1][0]
         assert flag(main, "--method") == "ntk" and flag(main, "--stages", "1") == "1" and flag(main, "--lr_frac") is None
         assert float(flag(main, "--token_frac")) <= 0.1 and float(flag(main, "--short_frac")) > 0  # long/short mix
@@ -250,6 +273,10 @@ def test_longctx_grid(env, scale):
         assert [a for a in free if a != flag(free, "--out_dir")] == \
             [a for a in main if a not in ("--token_frac", flag(main, "--token_frac"), flag(main, "--out_dir"))]
         assert flag(exts[2][0], "--ckpt") == cfg.save_at  # the early extension: the --save_at checkpoint
+        (a, b), = more  # the control: the main recipe's budget, mix and task rows at factor 1, then its free scaling
+        assert a[0] == run and [flag(a, k) for k in ("--token_frac", "--short_frac", "--task_rows")] == \
+            [flag(main, k) for k in ("--token_frac", "--short_frac", "--task_rows")]
+        assert [x for x in b[1:] if x != flag(b, "--out_dir")] == [x for x in free[1:] if x != flag(free, "--out_dir")]
         if scale == "paper":  # every cell exports (SwiGLU); the window is the short pretraining context
             assert cfg.model["mlp"] == "swiglu" and cfg.model.get("window", 0) in (0, 1024)
     seeds = sorted({c[-1] for c in cells})
@@ -259,10 +286,8 @@ def test_longctx_grid(env, scale):
     main_key = ("ntk", "1", float(flag(main, "--token_frac")), "final", None, "global")
     for key in (main_key, ("ntk", "1", 0.0, "final", None, "global")):  # main recipe and training-free baseline
         assert sorted(s for s, _ in variants.pop(key)) == sorted(seeds * 16)
-    rewarm = variants.pop(main_key[:4] + ("0", "global"))  # the parent's schedule: the old re-warm
     all_layers = variants.pop(main_key[:5] + ("all",))  # SWA cells only: elsewhere the same as global
-    assert len(rewarm) == 16 and {s for s, _ in rewarm + all_layers} == {seeds[0]}
-    assert len(all_layers) == 8 and all(w > 0 for _, w in all_layers)
+    assert {s for s, _ in all_layers} == {seeds[0]} and len(all_layers) == 8 and all(w > 0 for _, w in all_layers)
     early = [k for k in variants if k[3] != "final"]
     assert len(early) == 1 and len(variants.pop(early[0])) >= 16
     fracs = {k[2] for k in variants if k[0] == "ntk"}
@@ -302,13 +327,13 @@ def test_retrieval_is_exact_match_on_samples_sized_for_the_ci(env, study):
                 if ev[1] != "evaluate.py":
                     continue
                 tasks_ = [t for t in flag(ev, "--tasks").split(",") if t in train.tasks.TASKS]
-                if not tasks_ and (study, scale) == ("longctx", "tiny") and "-ntk512-f0.05 " not in st + " ":
-                    continue  # tiny: retrieval on the root and the main recipe only (the outcome's runs)
+                if not tasks_ and (study, scale) == ("longctx", "tiny") and not re.search(r"-(ntk512-f0\.05|more-f0\.05-ntk512-free) ", st + " "):
+                    continue  # tiny: retrieval on the root, the main recipe and the control only (the outcomes' runs)
                 assert tasks_ and flag(ev, "--score") == "exact", st
                 per_length = len(tasks_) * int(flag(ev, "--depths", "3")) * int(flag(ev, "--samples"))
                 assert per_length >= need, st
                 scored += 1
-        assert scored >= 16 and (scored == 2 * 48 or (study, scale) != ("longctx", "tiny")), (study, scale, scored)
+        assert scored >= 16 and (scored == 3 * 48 or (study, scale) != ("longctx", "tiny")), (study, scale, scored)
 
 
 def paper_longctx_joined(lines):
@@ -448,9 +473,10 @@ def test_multi_step_jobs_skip_done_steps(env):
     first = sweep(env, "-n", "longctx").stdout.splitlines()[0]
     assert first.split()[1] == "extend.py" and first.count(" && ") == lines[0].count(" && ") - 2
     n_ext = sum(l.count("extend.py ") for l in lines)
+    n_more = sum(l.count("--method none --factor 1 ") for l in lines)  # the control's first step: no evaluation
     assert sweep(env, "longctx").returncode == 0
     assert len(calls(env, "train.py")) == len(lines) - 1 and len(calls(env, "extend.py")) == n_ext
-    assert len(calls(env, "evaluate.py")) == len(lines) - 1 + n_ext
+    assert n_more == len(lines) and len(calls(env, "evaluate.py")) == len(lines) - 1 + n_ext - n_more
 
 
 def test_interrupt_then_rerun_finishes_each_run_once(env, tmp_path):

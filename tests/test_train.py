@@ -364,6 +364,42 @@ def test_task_mix_rows_and_answer_only_loss(tmp_path):
             assert 0 < len(kept) < 12 and corpus.enc.decode(kept).replace(" ", "").isdigit()
 
 
+def test_task_short_only_puts_the_task_rows_on_the_short_steps(tmp_path):
+    """--task_short_only (extend.py --task_rows short): task rows only on the --short_frac steps at
+    --short_block; the long steps are exactly the text batch (all tokens scored), the short ones
+    still hold passkey samples (answers scored only)."""
+    cfg = tiny_config(tmp_path, vocab_size=1024, block_size=128, batch_size=4, task_mix=1.0, short_frac=0.5,
+                      short_block=64, task_list="passkey_short", task_loss="answer", task_short_only=True)
+    corpus = data.corpus_of(cfg)
+    kinds = set()
+    for step in range(12):
+        x, y = data.train_batch(cfg, 128, corpus, step)
+        if x.shape[1] == 128:  # a long step: text only, the same batch as without any task mix
+            xt, yt = data.get_batch(corpus.train, 4, 128, cfg.seed, step)
+            assert torch.equal(x, xt) and torch.equal(y, yt)
+        else:
+            assert x.shape == (8, 64) and ((y >= 0).sum(1) < 12).all()  # every row a sample: its answer scored
+        kinds.add(x.shape[1])
+    assert kinds == {64, 128}
+    cfg.task_short_only = False  # the default: the long steps hold task rows too
+    assert any(not torch.equal(data.train_batch(cfg, 128, corpus, s)[1], data.get_batch(corpus.train, 4, 128, cfg.seed, s)[1])
+               for s in range(12) if data.train_batch(cfg, 128, corpus, s)[0].shape[1] == 128)
+
+
+def test_short_warmup_puts_the_short_steps_first(tmp_path):
+    """--short_warmup: the --short_frac share of the run's steps at --short_block come first (sequence
+    length warmup), the rest at the full block; without it they are drawn at random over the run."""
+    cfg = tiny_config(tmp_path, block_size=64, batch_size=4, short_frac=0.25, short_block=32, short_warmup=True)
+    corpus = data.corpus_of(cfg)
+    widths = [data.train_batch(cfg, 64, corpus, step, iters=16)[0].shape for step in range(16)]
+    assert widths == [(8, 32)] * 4 + [(4, 64)] * 12
+    batches = data.train_batches(cfg, 64, corpus, 16)  # what train.py's loop asks for (prefetched): the same
+    assert [batches(step)[0].shape for step in range(16)] == widths
+    cfg.short_warmup = False
+    widths = [data.train_batch(cfg, 64, corpus, step, iters=16)[0].shape[1] for step in range(16)]
+    assert 32 in widths[4:] or 64 in widths[:4]  # drawn, not first
+
+
 def test_validation_is_deterministic_and_covers_the_split(tiny_run):
     cfg, result = tiny_run
     corpus = data.corpus_of(cfg)
@@ -597,6 +633,7 @@ def _cli(args, cwd):
     (["--n_kv_head", "3"], "must divide"),
     (["--task_mix", "0.5", "--task_list", "passkey,nope"], "unknown task 'nope'"),
     (["--task_mix", "0.5", "--task_loss", "answers"], "--task_loss"),
+    (["--task_mix", "0.5", "--task_short_only", "true"], "--task_short_only"),
     (["--algo", "copy", "--algo_len", "1,16", "--algo_offset", "32", "--block_size", "64"], "--block_size >= 66"),
 ])
 def test_bad_input_one_line_error(tmp_path, args, msg):
