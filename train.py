@@ -51,13 +51,11 @@ class TrainConfig:
     cache_dir: str = flag("", "where raw corpora are prepared once ('' = data/cache)")
     short_frac: float = flag(0.0, "long/short mix: share of steps trained at --short_block instead")
     short_block: int = flag(0, "the short context of the mix (same tokens per step: more rows)")
-    short_warmup: bool = flag(False, "the --short_frac steps are the run's first ones (sequence length warmup, "
-                                     "arXiv 2108.06084), not drawn at random")
+    short_warmup: bool = flag(False, "the --short_frac steps come first (sequence length warmup, arXiv 2108.06084)")
     task_mix: float = flag(0.0, "share of training sequences replaced by synthetic retrieval tasks")
     task_list: str = flag("passkey,niah_single,niah_multikey", "tasks.py TASKS mixed in by --task_mix")
     task_loss: str = flag("all", "task rows score all tokens | answer (only the answer tokens)")
-    task_short_only: bool = flag(False, "task rows only in the --short_frac steps (at --short_block); the other "
-                                        "steps hold text only (extend.py --task_rows short)")
+    task_short_only: bool = flag(False, "task rows only on the --short_frac steps, the rest text (extend.py --task_rows)")
     algo: str = flag("", "train on an algorithmic task instead of text: copy | reverse | sort | ...")
     algo_len: str = flag("1,16", "input lengths min,max seen in training (test longer with evaluate.py)")
     algo_offset: int = flag(0, "random position offsets up to this many PAD tokens (0 = none)")
@@ -590,8 +588,7 @@ def restore(run):
 
 
 def truncate_log(run):
-    """Keep the log rows up to the resumed step (a fresh run starts an empty log). A row cut
-    short by a kill (or any line that is not a log row) is dropped."""
+    """Keep the log rows up to the resumed step (a fresh run: none); a row cut short by a kill is dropped."""
     rows = []
     if run.step and os.path.exists(run.path("log.jsonl")):
         with open(run.path("log.jsonl"), "rb") as f:
@@ -665,8 +662,7 @@ def check_config(cfg):
         if getattr(cfg, name) and os.path.exists(getattr(cfg, name)) and not os.path.isdir(getattr(cfg, name)):
             raise UserError(f"--{name} {getattr(cfg, name)} is a file, not a folder")
     if cfg.task_short_only and not (cfg.task_mix > 0 and cfg.short_frac > 0):
-        raise UserError("--task_short_only puts the task rows on the --short_frac steps only: it needs "
-                        "--task_mix > 0 and --short_frac > 0")
+        raise UserError("--task_short_only (task rows on the short steps) needs --task_mix > 0 and --short_frac > 0")
     if cfg.task_mix > 0:
         bad = [t for t in cfg.task_list.split(",") if t not in tasks.TASKS]
         if bad:
@@ -732,8 +728,8 @@ def report(result):
     if m.get("unigram_loss") is not None:
         line += f"; unigram baseline {m['unigram_loss']:.3f}"
     print(line)
-    print(f"record: {os.path.join(result['out_dir'], 'result.json')}  "
-          f"checkpoint: {os.path.join(result['out_dir'], 'ckpt.pt')}")
+    out = result["out_dir"]
+    print(f"record: {os.path.join(out, 'result.json')}  checkpoint: {os.path.join(out, 'ckpt.pt')}")
 
 
 def parse_args(argv=None):
