@@ -98,8 +98,8 @@ PY = sys.executable
 # (a FAIL naming the field) rather than a silently wrong comparison.
 REF_COMMAND = "python train.py --iters 300 --bits {bits} --device {device} --quiet --out_dir {out}"
 REF_CONFIG = dict(size='1M', init_from='', data='', tokenizer='cl100k_base', vocab_size=4096,
-                  val_frac=0.1, short_frac=0.0, short_block=0, task_mix=0.0,
-                  task_list='passkey,niah_single,niah_multikey', task_loss='all', algo='',
+                  val_frac=0.1, short_frac=0.0, short_block=0, short_warmup=False, task_mix=0.0,
+                  task_short_only=False, task_list='passkey,niah_single,niah_multikey', task_loss='all', algo='',
                   algo_len='1,16', algo_offset=0, qat_start=0.0, optimizer='muon', lr=1.0,
                   muon_lr=0.02, adam_lr=0.006, weight_decay=0.0, grad_clip=1.0, schedule='wsd',
                   warmup=0.02, warmdown=0.33, min_lr_frac=0.0, iters=300, tokens=0, batch_size=16,

@@ -287,12 +287,14 @@ def test_kill_during_stage_two_then_rerun(env, tmp_path, capsys):
 # NaN: the last checkpoint is good, the records are strict JSON
 
 def test_huge_lr_stops_before_the_update_and_keeps_finite_checkpoints(env, tmp_path, capsys):
+    # 1e20: at 1e6 the clipped, orthogonalised updates stay finite on some CPUs (the loss sits at
+    # ln(vocab) and the run finishes), so the test would depend on the machine's float kernels
     run = str(tmp_path / "run")
-    one_line(*call(train.main, env.flags(run, "--lr", "1e6", "--ckpt_every", "1"), capsys), "stopped")
+    one_line(*call(train.main, env.flags(run, "--lr", "1e20", "--ckpt_every", "1"), capsys), "stopped")
     ck = load_checkpoint(os.path.join(run, "ckpt.pt"))
     assert ck["step"] >= 1 and all(torch.isfinite(v).all() for v in ck["model"].values())
     before = tree(run)
-    one_line(*call(train.main, env.flags(run, "--lr", "1e6", "--ckpt_every", "1", "--resume"), capsys), "stopped")
+    one_line(*call(train.main, env.flags(run, "--lr", "1e20", "--ckpt_every", "1", "--resume"), capsys), "stopped")
     assert tree(run)["ckpt.pt"] == before["ckpt.pt"]  # the same good checkpoint, not a broken one
 
 
