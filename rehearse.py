@@ -22,6 +22,7 @@ import time
 import traceback
 
 import cli
+from analyze_longctx import OUTCOMES as LONGCTX_OUTCOMES, RETRIEVAL
 
 # Words of the analyses' refusals that come from the numbers (untrained models), not from the design
 VALUE_WORDS = ("positive", "learned in distribution", "not learned", "gate", "nan", "singular", "rank", "key tokens")
@@ -105,6 +106,8 @@ def _grid_distance(a):
 def _longctx(key):
     def f(a):
         lc = a["longctx"]
+        if key in RETRIEVAL and key not in lc["outcomes"]:  # gated: refused as retrieval is (not learned)
+            return _longctx_retrieval(a)
         o = lc["outcomes"].get(key) or {"n": 0}
         why = "empty (no value in any run of the main recipe)" if key in lc.get("empty_outcomes", []) else None
         keys = lc["outcomes"].get("key_frac") or {}
@@ -174,10 +177,10 @@ OUTCOMES = {
     "qat-probes": QAT + [("INT4 transition size (qat.int4_transition)", _int4_transition),
                          ("penalty law in size and tokens (penalty_law.laws_nd)", _laws("laws_nd")),
                          ("probe variants against the main recipe (penalty_law.variant_contrasts)", _contrasts)],
-    "longctx": [(f"{k} after extension (longctx.outcomes.{k})", _longctx(k))
-                for k in ("loss", "gap", "longppl", "key_frac", "gain_parent", "gain_free")]
+    # every outcome the analysis defines (analyze_longctx.OUTCOMES: one list), then the recipes' gains
+    "longctx": [(f"{k} (longctx.outcomes.{k})", _longctx(k)) for k in LONGCTX_OUTCOMES]
                + [("gain of each extension recipe (longctx.gain)", _longctx_gain),
-                  ("retrieval exact match (longctx.retrieval)", _longctx_retrieval)],
+                  ("retrieval exact match, gated per run (longctx.retrieval)", _longctx_retrieval)],
     "posenc": [("loss by length, text runs", _by_length(("loss_by_length",), "text")),
                ("LongPPL by length, text runs", _by_length(("longppl_by_length",), "text")),
                ("retrieval exact match by length, text runs", _by_length(("retrieval",), "text")),

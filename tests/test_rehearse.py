@@ -217,7 +217,7 @@ def test_fit_sizes_are_the_names_the_analysis_gives_rehearsal_runs(tmp_path):
 def test_longctx_outcomes_tell_values_from_design(tmp_path, capsys):
     """An outcome empty because barely trained models have no key tokens is listed as refused on
     values; one empty for any other reason (here: no retrieval cells at all) fails."""
-    o = {k: {"n": 4, "cells": [{"mean": 0.1}]} for k in ("loss", "gap", "gain_parent", "gain_free")}
+    o = {k: {"n": 4, "cells": [{"mean": 0.1}]} for k in ("loss", "gap", "gain_parent", "gain_free", "gain_more")}
     o["key_frac"] = {"n": 4, "cells": [{"mean": 0.0}, {"mean": 0.0}]}
     o["longppl"] = {"n": 0}
     lc = {"outcomes": o, "empty_outcomes": ["longppl"], "gain": [{"gain_parent": {"n": 4}}],
