@@ -4,7 +4,8 @@ on one H200 (the default --budget, 420 s: see BUDGET; what does not fit is skipp
 Not collected by pytest (no test_ prefix); its CPU-independent parts are tested by
 tests/test_gpu_check.py.
 
-    python tests/gpu_check.py --out $OUT/gpu --budget 420   # first on a lent GPU: report.json, table.txt
+    python tests/gpu_check.py --out $OUT/gpu --work /tmp/gc --budget 420  # first on a lent GPU: report.json,
+                                                      # table.txt, logs.tar.gz (every log and record)
     python tests/gpu_check.py --budget 900 --out /tmp/gc     # work/ beside them: every run and log
     python tests/gpu_check.py --only kernels          # the SDPA kernel, memory and 32K checks alone
     python tests/gpu_check.py --only train,export     # some of the checks (names below)
@@ -13,12 +14,13 @@ tests/test_gpu_check.py.
 
 Without CUDA (and without --smoke) it prints one line and exits with status 0. Otherwise it prints
 one line per check as it finishes (flushed), then the table (check, result, figure); after every
-check it rewrites --out/report.json and --out/table.txt (atomically), and exits with status 1
+check it rewrites --out/report.json, --out/table.txt and --out/logs.tar.gz (the work folder's logs
+and records, no weights; atomically), and exits with status 1
 when a check FAILed or raised an error. Each check is isolated: its failure is recorded and the
 next one runs. Checks start only while the time budget (--budget seconds) lasts; a check cut off by
 it, and every later one, is recorded as skip. The CLI-level checks run what users run (train.py,
-torchrun, evaluate.py, export.py) as subprocesses in --out/work (kept, with each command's log
-in work/logs); the measuring ones run this script's --child modes, which call the same
+torchrun, evaluate.py, export.py) as subprocesses in the work folder (--work, default --out/work;
+kept, with each command's log in its logs/); the measuring ones run this script's --child modes, which call the same
 library functions in a fresh process. The parent process never touches the GPU.
 
 check       what it runs; pass criterion
@@ -262,10 +264,32 @@ def write_report(path, report):
     cli.write_json(path, report)
 
 
-def write_out(folder, report):
-    """report.json and table.txt in the --out folder, each written atomically."""
+# what logs.tar.gz keeps of the work folder: the logs and the records, never weights (a device machine
+# returns a few small files from at most two folders down, so the evidence travels as one archive)
+LOG_SUFFIXES = (".log", ".json", ".jsonl", ".txt")
+
+
+def pack_logs(work, path):
+    """Every log and record under `work` (LOG_SUFFIXES; checkpoints and weights left out) as one
+    .tar.gz at `path`, written atomically -> the number of files packed."""
+    import tarfile
+    names = sorted(os.path.relpath(os.path.join(d, n), work) for d, _, files in os.walk(work) for n in files
+                   if n.endswith(LOG_SUFFIXES) and ".tmp" not in n)
+    tmp = path + ".tmp"
+    with tarfile.open(tmp, "w:gz") as tar:
+        for n in names:
+            tar.add(os.path.join(work, n), arcname=os.path.join("work", n))
+    os.replace(tmp, path)
+    return len(names)
+
+
+def write_out(folder, report, work=None):
+    """report.json, table.txt and (given the work folder) logs.tar.gz in the --out folder, each
+    written atomically."""
     write_report(os.path.join(folder, "report.json"), report)
     cli.atomic_write(os.path.join(folder, "table.txt"), format_table(report["rows"]) + "\n")
+    if work:
+        pack_logs(work, os.path.join(folder, "logs.tar.gz"))
 
 
 def loss_falls(losses, fall):
@@ -1134,8 +1158,10 @@ def run_checks(ctx, checks, show=print, done=lambda rows: None):
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default="gpu_check", help="folder for report.json, table.txt and work/ (every run "
-                                                     "and log), rewritten after each check and kept")
+    ap.add_argument("--out", default="gpu_check", help="folder for report.json, table.txt and logs.tar.gz (every "
+                                                     "log and record of the work folder), rewritten after each check")
+    ap.add_argument("--work", default="", help="folder for every run and log, kept (default: OUT/work; on a lent "
+                                               "device, one outside $OUT: only a few files come back from there)")
     ap.add_argument("--budget", type=float, default=None, help=f"seconds; checks start only while it lasts "
                                                                 f"(default {BUDGET['gpu']}; --smoke {BUDGET['smoke']})")
     ap.add_argument("--only", default="", help="comma-separated check groups: train, compile, ddp, export, "
@@ -1164,7 +1190,8 @@ def main(argv=None):
     s = SETTINGS["smoke" if a.smoke else "gpu"]
     if a.budget is None:
         a.budget = BUDGET["smoke" if a.smoke else "gpu"]
-    tmp = os.path.join(a.out, "work")
+    tmp = a.work or os.path.join(a.out, "work")
+    os.makedirs(a.out, exist_ok=True)
     os.makedirs(tmp, exist_ok=True)
     ctx = Ctx(s, tmp, a.budget)
     started = time.time()
@@ -1191,7 +1218,7 @@ def main(argv=None):
                               wall_s=round(time.time() - started, 1),
                               started=time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
                               git_commit=cli.git_commit(), reference=dict(command=REF_COMMAND, tol=REF_TOL),
-                              rows=head + got))
+                              rows=head + got), work=tmp)
     done([])
     try:
         rows += run_checks(ctx, checks, show=lambda line: print(line, flush=True), done=done)
@@ -1202,7 +1229,7 @@ def main(argv=None):
     print()
     print(format_table(rows))
     print(f"{'all checks passed' if ok else 'some checks FAILED'} in {time.time() - started:.0f} s; "
-          f"wrote {a.out}/report.json and table.txt; runs and logs in {tmp}")
+          f"wrote {a.out}/report.json, table.txt and logs.tar.gz; runs and logs in {tmp}")
     return 0 if ok else 1
 
 

@@ -388,6 +388,25 @@ def test_out_folder_is_written_after_every_check(tmp_path):
     assert len(lines) == 2 and sorted(os.listdir(out)) == ["report.json", "table.txt"]
 
 
+def test_logs_travel_as_one_archive_without_weights(tmp_path):
+    """write_out with the work folder adds logs.tar.gz: every log and record under it (any depth),
+    no checkpoint, so a device machine that returns a few files from two folders down returns them
+    all; --work puts the runs outside --out."""
+    import tarfile
+    work, out = tmp_path / "w", tmp_path / "out"
+    (work / "logs").mkdir(parents=True)
+    (work / "run" / "hf").mkdir(parents=True)
+    out.mkdir()
+    for name in ("logs/train.log", "run/result.json", "run/log.jsonl", "run/ckpt.pt", "run/hf/model.safetensors",
+                 "run/result.json.tmp1"):
+        (work / name).write_text("x")
+    gc.write_out(str(out), dict(ok=True, rows=[]), work=str(work))
+    assert sorted(os.listdir(out)) == ["logs.tar.gz", "report.json", "table.txt"]
+    with tarfile.open(out / "logs.tar.gz") as tar:
+        assert sorted(tar.getnames()) == ["work/logs/train.log", "work/run/log.jsonl", "work/run/result.json"]
+    assert gc.parse_args(["--out", str(out), "--work", str(work)]).work == str(work)
+
+
 def test_sdpa_check_times_every_backend_and_names_the_fastest(tmp_path):
     """The attention-backend child on CPU at toy sizes: every case timed on torch's default and on
     each backend CPU has (flash, math), the others recorded as unavailable; fastest_backends names a
