@@ -6,7 +6,8 @@
 #   bash sweep.sh --cost STUDY         its cost before it runs (cost.py): per job and in total, parameters,
 #                                      tokens, training and evaluation FLOPs, checkpoint bytes, GPU-hours
 #   bash sweep.sh --task I STUDY       run line I (1-based) of the full grid, with the skip/resume check
-#   bash sweep.sh --post STUDY         only the after-sweep steps (grid-distance probe for qat, analyze.py)
+#   bash sweep.sh --post STUDY         only the after-sweep steps (grid-distance probe for qat, analyze.py;
+#                                      SCALE=paper longctx: export.py --format hf of the main-recipe models)
 #
 # Studies: qat, qat-probes, longctx, posenc, lengen (grids: the grid_* functions below).
 # Environment:
@@ -834,6 +835,10 @@ post() {
     fi
     note "analysis: $PY analyze.py ${folders[*]} ${flags[*]}"
     $PY analyze.py "${folders[@]}" "${flags[@]}" || rc=$?
+    if [[ $study == longctx && $SCALE == paper && $REHEARSE == 0 ]]; then  # (the rehearsal: rehearse_outcomes)
+        note "HELMET / RULER inputs: export.py --format hf on every main-recipe model (logits checked)"
+        run_pool "$OUT/longctx/logs/export" < <(export_lines longctx) || rc=1
+    fi
     if [[ ${PUBLISH:-0} == 1 && $rc == 0 ]]; then  # the same analysis, written by analyze.py into RESULTS/STUDY
         note "publishing: $PY analyze.py ${folders[*]} ${flags[*]} --out $RESULTS/$study"
         $PY analyze.py "${folders[@]}" "${flags[@]}" --out "$RESULTS/$study" || rc=$?  # the later --out wins

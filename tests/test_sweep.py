@@ -686,6 +686,28 @@ def test_sweep_encoding_lists_are_model_pys():
         assert [p for _, p in pos] == list(POS_KINDS) + [p for p in MODEL_WIDE_POS if p != "learned"]
 
 
+def test_paper_longctx_post_exports_every_main_recipe_model(env):
+    """SCALE=paper --post longctx: after the analysis, export.py --format hf on every finished
+    main-recipe extension (HELMET / RULER run on them, outside this project), not the LongPPL
+    evaluator's, not one already exported; tiny --post exports nothing."""
+    lines = sweep(env, "--dry-run", "longctx", SCALE="paper").stdout.splitlines()
+    mains = sorted({a.split()[0] for l in lines for a in l.split("--out_dir ")[1:] if a.split()[0].endswith("-f0.05")
+                    and "-ntk" in a.split()[0]})
+    evaluator = [m for m in mains if "_s100-" in m]
+    assert len(evaluator) == 1 and len(mains) == 1 + 80
+    for m in mains[:5] + evaluator:
+        os.makedirs(m, exist_ok=True)
+        open(os.path.join(m, "result.json"), "w").write("{}")
+    os.makedirs(os.path.join(mains[0], "hf"))
+    open(os.path.join(mains[0], "hf", "config.json"), "w").write("{}")
+    assert sweep(env, "--post", "longctx", SCALE="paper").returncode == 0
+    got = sorted(a[0] for _, _, a in calls(env, "export.py"))
+    assert got == sorted(m for m in mains[1:5] if m not in evaluator)
+    assert all(a[1:] == ["--format", "hf"] for _, _, a in calls(env, "export.py"))
+    os.remove(env["STUB_LOG"])
+    assert sweep(env, "--post", "longctx").returncode == 0 and not calls(env, "export.py")
+
+
 def test_publish_writes_the_analysis_into_results(env, tmp_path):
     """PUBLISH=1: after the study's own analysis, analyze.py writes the same one into RESULTS/STUDY
     (results/ by default), so no stored number is copied by hand; without it, nothing goes there."""
