@@ -274,9 +274,6 @@ grid_longctx() {
         # passkey_short in 11 of 24 runs (the MQA cells almost never), with the short steps drawn at random
         # in 1 of 3 probes; measured first (results/longctx: the learnability table)
         premix=" --short_frac 0.5 --short_block ${ctxs%% *} --short_warmup"
-        # the extension's task rows only on its steps at the pretraining length; its target rows text
-        # only: exact match at the target is extended, not trained at the target
-        taskrows=" --task_rows short"
         # retrieval with range: half the rows are compact passkey samples (answer loss), so the text
         # models can learn retrieval inside their context; exact match at the target on 5 depths x 26
         # = 130 samples per length (>= 129: a cell mean over 3 seeds has a 95% CI half-width <= 0.05)
@@ -293,7 +290,7 @@ grid_longctx() {
         base="--grad_accum 4 --eval_interval 500 --ckpt_minutes 30 --ptq_bits '' $PAPER_FINAL_EVAL"
         # retrieval a 100M model can learn in distribution (no web text teaches these formats): a quarter of
         # the rows are samples of the evaluated RULER-style tasks, answer loss (the tiny grid's passkey mix,
-        # with every task), in pretraining and so in each extension (extend.py keeps the parent's mix)
+        # with every task), in pretraining and on each extension's steps at the pretraining length
         base+=" --task_mix 0.25 --task_list $PAPER_TASKS --task_loss answer"
         evalf="--tasks ppl,$PAPER_TASKS"
         # exact match is the retrieval outcome (rank secondary, in eval.json): 5 depths x 3 samples = 15 per
@@ -303,6 +300,9 @@ grid_longctx() {
         # --ppl_tokens scores them all (the default, 32768 scored tokens, would stop after 4 windows at 8K)
         evalf+="${EVAL_DATA:+ --eval_data $EVAL_DATA} --min_windows $PAPER_MIN_WINDOWS --ppl_tokens $(( PAPER_MIN_WINDOWS * target ))"
     fi
+    # both scales: the extension's task rows only on its steps at the pretraining length, its target rows
+    # text only: exact match at the target is extended, not trained at the target
+    taskrows=" --task_rows short"
     local seed qk kv w ctx run ext swa f line evs="" second=() evalo layout extdata=""
     # paper: the extension trains on the long-document set's train split (the seed extends on a
     # long-context mix; the web corpus has few documents of the target length); evaluation scores its
