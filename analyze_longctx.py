@@ -392,13 +392,18 @@ def variant_report(rows, main, key, level=0.95):
         rs = [w for w in rows if w["recipe"] == rec and w["ckpt"] == "final" and w[key] is not None]
         if len(rs) < 3:
             continue
-        y, Z = np.array([w[key] for w in rs]), np.array([[w[k] for k in FEATURES] for w in rs])
-        cnt, add = ols(Z.sum(1), y, ["count"], level), ols(Z, y, FEATURES, level)
+        # a feature at one level in this variant's runs (e.g. SWA in the all-layers variant, which only
+        # SWA cells have) is dropped before the fit: it has no effect to estimate, and kept it makes the
+        # design rank-deficient (its coefficient would be an arbitrary split of the intercept)
+        varying = [k for k in FEATURES if len({w[k] for w in rs}) == 2]
+        y, Z = np.array([w[key] for w in rs]), np.array([[w[k] for k in varying] for w in rs]).reshape(len(rs), -1)
+        cnt, add = ols(Z.sum(1), y, ["count"], level), ols(Z, y, varying, level) if varying else None
         shared = [(w[key], base[w["root"]]) for w in rs if w["root"] in base]
         d = np.array([a - b for a, b in shared])
         out.append({"recipe": rec, "n": len(rs), "mean": float(y.mean()),
+                    "constant": {k: int(rs[0][k]) for k in FEATURES if k not in varying},
                     "count": fit_summary(cnt, ["count"]), "count_loo_r2": loo_r2(Z.sum(1), y),
-                    "additive": fit_summary(add, FEATURES), "n_paired": len(shared),
+                    "additive": fit_summary(add, varying) if add else None, "n_paired": len(shared),
                     "minus_main": float(d.mean()) if len(d) else None,
                     "r_with_main": pearson(*zip(*shared)) if len(shared) > 2 else None})
     return out
@@ -572,7 +577,8 @@ def longctx_md(lc):
                        [[v["recipe"], str(v["n"]), f(v["mean"], ".4f"), f(v["minus_main"], "+.4f"), f(v["r_with_main"], ".2f"),
                          ci(v["count"]["coefs"][0]["est"], v["count"]["coefs"][0]["lo"], v["count"]["coefs"][0]["hi"], "+.4f"),
                          f"{f(v['count']['r2'], '.2f')} / {f(v['count_loo_r2'], '.2f')}",
-                         ", ".join(f"{c['name']} {f(c['est'], '+.3f')}" for c in v["additive"]["coefs"])]
+                         ", ".join([f"{c['name']} {f(c['est'], '+.3f')}" for c in (v["additive"] or {}).get("coefs", [])]
+                                   + [f"{k} = {x} in every run" for k, x in v.get("constant", {}).items()])]
                         for v in o["variants"]]) + [""]
     return L
 

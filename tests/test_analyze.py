@@ -364,6 +364,11 @@ def test_longctx_end_to_end_on_the_tiny_grid(tmp_path):
     assert lo["early"]["n"] >= 16
     assert {v["recipe"] for v in lo["variants"]} == {
         main.replace("0.05", "0.25"), yarn, main.replace("layers=global ", ""), "ntk training-free layers=global", control}
+    # the all-layers variant runs on the SWA cells only: SWA is constant there, so it leaves the fit
+    # (kept, the design is rank-deficient and its coefficient an arbitrary split of the intercept)
+    (al,) = [v for v in lo["variants"] if v["recipe"] == main.replace("layers=global ", "")]
+    assert al["constant"] == {"swa": 1} and [c["name"] for c in al["additive"]["coefs"]] == ["qk_norm", "gqa", "short_ctx"]
+    assert all(v["constant"] == {} for v in lo["variants"] if v is not al)
     assert os.path.exists(out / "longctx" / "longctx_outcome_vs_count.png")
     md = (out / "longctx" / "analysis.md").read_text()
     assert "vs the more-training control" in md and "Verdicts (the declared family)" in md and "runs passing / n" in md
