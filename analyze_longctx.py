@@ -497,6 +497,25 @@ def effects_table(o, digits):
                    f(e["effect_over_init_sd"], ".1f")] for e in o["effects"]]) + [""]
 
 
+def model_choice_md(o):
+    """The model leave-one-cell-out R^2 picks, and what the main effects mean under it: with the
+    pairwise model chosen, its interactions whose 95% CI excludes 0 are named (the main effects stay
+    the additive model's, which in a balanced factorial are each feature's effect averaged over the
+    others' levels, whatever the interactions)."""
+    best = o.get("best_by_loco")
+    if not best:
+        return []
+    line = f"Model chosen by leave-one-cell-out R^2: **{best}** (by leave-one-run-out: {o.get('best_by_loo')})."
+    if best == "pairwise":
+        m = next(x for x in o["models"] if x["model"] == "pairwise")
+        inter = [c for c in m["coefs"] if ":" in c["name"] and (c["lo"] > 0 or c["hi"] < 0)]
+        line += (" Its interactions with a 95% CI over runs excluding 0 (descriptive, outside the family): " + ("; ".join(
+            f"{c['name']} {ci(c['est'], c['lo'], c['hi'], '+.4f')}" for c in inter) if inter else "none") +
+            ". The main effects below are the additive fit's: in a balanced factorial, each feature's effect averaged "
+            "over the other features' levels; an interaction means that effect differs between those levels.")
+    return [line, ""]
+
+
 def f_tests(o):
     """The nested F tests of an outcome report in one line."""
     return "; ".join(f"{t['test']}: F={f(t['F'], '.2f')} ({t['df1']}, {t['df2']}), p={f(t['p'], '.3g')}" for t in o["tests"])
@@ -538,8 +557,8 @@ def longctx_md(lc):
         L += [f"### {key}: {o['what']} ({'higher' if o['higher_is_better'] else 'lower'} is better)", ""]
         if rd:
             L += [f"Headline: the worst cell ({rd['worst_cell']}, {f(rd['worst'], '.4f')}) is {f(rd['drop_pct'], '.1f')}% "
-                  f"from the best ({rd['best_cell']}, {f(rd['best'], '.4f')}). Best model by leave-one-cell-out R^2: "
-                  f"**{o['best_by_loco']}**.", ""]
+                  f"from the best ({rd['best_cell']}, {f(rd['best'], '.4f')}).", ""]
+        L += model_choice_md(o)
         L += [
               f"{o['n']} runs, {o['n_cells']} cells, seeds {o['seeds']}. Init swing: sd {f(sv['init_sd'], '.4f')} "
               f"({sv['dof']} dof); the largest range over seeds in a cell is {f(sv['swing_share_max'], '.0%')} of the "

@@ -1059,3 +1059,18 @@ def test_power_mode_prints_the_detectable_effect_and_the_seeds_needed(tmp_path, 
     with pytest.raises(SystemExit):
         analyze.main(["--power", str(out), "--seeds", "1"])
     assert "at least 2 seeds" in capsys.readouterr().err
+
+
+def test_model_choice_names_the_chosen_models_interactions():
+    """The markdown says which model leave-one-cell-out picks; when it is the pairwise one, it names
+    the interactions whose CI excludes 0 (and only those), and what the main effects then mean."""
+    import analyze_longctx as al
+    pair = {"model": "pairwise", "coefs": [{"name": "swa", "est": -0.04, "lo": -0.05, "hi": -0.03},
+                                            {"name": "swa:short_ctx", "est": -0.045, "lo": -0.07, "hi": -0.019},
+                                            {"name": "qk_norm:gqa", "est": -0.01, "lo": -0.04, "hi": 0.01}]}
+    line = al.model_choice_md({"best_by_loco": "pairwise", "best_by_loo": "additive", "models": [pair]})[0]
+    assert "**pairwise**" in line and "by leave-one-run-out: additive" in line
+    assert "swa:short_ctx -0.0450 [-0.0700, -0.0190]" in line and "qk_norm:gqa" not in line and "averaged" in line
+    line = al.model_choice_md({"best_by_loco": "additive", "best_by_loo": "additive", "models": [pair]})[0]
+    assert "**additive**" in line and "interaction" not in line
+    assert al.model_choice_md({"best_by_loco": None}) == []
