@@ -21,7 +21,8 @@ window), the algorithmic bins. The val split is the bundled corpus's at the run'
 manifest's of a prepared --data folder, or --val_tokens. Checkpoints kept: a run's ckpt.pt,
 ckpt_warmdown.pt, --save_at checkpoints, an extension's init.pt (weights, plus optimizer state in
 the resume checkpoints: Muon's momentum 4 bytes, AdamW's two moments 8 bytes per parameter).
-GPU-hours = FLOPs / (MFU x peak) / 3600 (+ --startup seconds per process), but at least the job's
+GPU-hours = (training FLOPs + evaluation FLOPs / --eval_speedup) / (MFU x peak) / 3600 (+ --startup
+seconds per process: one a job under sweep.sh's CHAIN=1), but at least the job's
 training steps x --step_floor / --jobs_per_gpu: a small model's step is launch-bound (the host's
 kernel launches and Python, which no GPU speed removes), and jobs packed on one GPU share it
 (sweep.sh JOBS_PER_GPU). A CPU prediction is the same sum with the CPU's measured training FLOP/s
@@ -67,8 +68,12 @@ class CostConfig:
     gpu: str = flag("H100", f"GPU whose dense bf16 peak is used: {' | '.join(PEAK_TFLOPS)} (env GPU)")
     peak: float = flag(0.0, "peak in TFLOP/s, for a GPU not in the table or a CPU (env PEAK; 0 = the table's)")
     val_tokens: int = flag(0, "val split size in tokens (0 = the bundled corpus's, or a prepared --data folder's)")
-    startup: float = flag(0.0, "seconds per process (a job's steps) added to the hours: a CPU prediction's "
-                               "import and data start-up (env STARTUP; negligible on GPU runs of hours)")
+    eval_speedup: float = flag(1.0, "how many times faster the evaluation FLOPs run than the training ones (forward "
+                                    "only: no backward, no optimizer; env EVAL_SPEEDUP). Measured on the 2-core CPU: 1.5")
+    startup: float = flag(0.0, "seconds per process added to the hours: a CPU prediction's import and data "
+                               "start-up (env STARTUP; negligible on GPU runs of hours)")
+    chain: bool = flag(True, "a job's steps run in one process (sweep.sh CHAIN=1, its default): --startup once a job; "
+                             "false: once a step (env CHAIN)")
     step_floor: float = flag(STEP_FLOOR_S, "host seconds per training step that no GPU speed removes: a job's "
                              "GPU time is at least its steps x this / jobs_per_gpu (env STEP_FLOOR; 0 = none)")
     jobs_per_gpu: int = flag(1, "jobs sharing one GPU (sweep.sh JOBS_PER_GPU): they share its host floor")
@@ -267,10 +272,12 @@ def peak_flops(cc):
     return PEAK_TFLOPS[cc.gpu] * 1e12
 
 
-def gpu_hours(flops, mfu, peak, steps=0, floor=0.0, jobs_per_gpu=1):
-    """Hours of one GPU: the FLOPs at mfu x peak, or the steps' host floor shared by the jobs on the
-    GPU when that is longer (a launch-bound job waits on its host, not on the GPU's arithmetic)."""
-    return max(flops / (mfu * peak), steps * floor / jobs_per_gpu) / 3600
+def gpu_hours(flops, mfu, peak, steps=0, floor=0.0, jobs_per_gpu=1, eval_flops=0.0, eval_speedup=1.0):
+    """Hours of one GPU: the training FLOPs at mfu x peak and the evaluation FLOPs eval_speedup times
+    faster, or the steps' host floor shared by the jobs on the GPU when that is longer (a
+    launch-bound job waits on its host, not on the GPU's arithmetic)."""
+    busy = (flops + eval_flops / eval_speedup) / (mfu * peak)
+    return max(busy, steps * floor / jobs_per_gpu) / 3600
 
 
 def si(x, unit=""):
@@ -286,23 +293,27 @@ def costs(lines, cc):
     peak = peak_flops(cc)
     if not 0 < cc.mfu <= 1:
         raise UserError(f"MFU {cc.mfu:g} must be in (0, 1]")
+    if not (math.isfinite(cc.eval_speedup) and cc.eval_speedup > 0):
+        raise UserError(f"EVAL_SPEEDUP {cc.eval_speedup:g} must be > 0")
     if not (math.isfinite(cc.step_floor) and cc.step_floor >= 0) or cc.jobs_per_gpu < 1:
         raise UserError(f"STEP_FLOOR {cc.step_floor:g} must be >= 0 and JOBS_PER_GPU {cc.jobs_per_gpu} >= 1")
     rows, known = [], {}
     for i, line in enumerate(lines, 1):
         name, _, cmd = line.rpartition("\t")
         c = job_cost(cmd, cc.val_tokens, known)
-        flops = c["train_flops"] + c["eval_flops"]
-        c["gpu_hours"] = (gpu_hours(flops, cc.mfu, peak, c["steps"], cc.step_floor, cc.jobs_per_gpu)
-                          + c["processes"] * cc.startup / 3600)
-        c["floor_bound"] = c["steps"] * cc.step_floor / cc.jobs_per_gpu > flops / (cc.mfu * peak)
+        c["processes"] = 1 if cc.chain else c["processes"]  # cli.py chain: one process runs every step
+        c["gpu_hours"] = (gpu_hours(c["train_flops"], cc.mfu, peak, c["steps"], cc.step_floor, cc.jobs_per_gpu,
+                                    c["eval_flops"], cc.eval_speedup) + c["processes"] * cc.startup / 3600)
+        c["floor_bound"] = c["steps"] * cc.step_floor / cc.jobs_per_gpu > 3600 * gpu_hours(
+            c["train_flops"], cc.mfu, peak, eval_flops=c["eval_flops"], eval_speedup=cc.eval_speedup)
         rows.append((name or f"line {i}", c))
     return rows, peak
 
 
 def total_line(rows, cc, peak):
     flops = sum(c["train_flops"] + c["eval_flops"] for _, c in rows)
-    return (f"total: {flops:.3g} FLOPs, {sum(c['gpu_hours'] for _, c in rows):.4g} GPU-hours at MFU {cc.mfu:g} on "
+    mfu = f"{cc.mfu:g}" + (f" (evaluation {cc.eval_speedup:g}x faster)" if cc.eval_speedup != 1 else "")
+    return (f"total: {flops:.3g} FLOPs, {sum(c['gpu_hours'] for _, c in rows):.4g} GPU-hours at MFU {mfu} on "
             f"{cc.gpu if cc.peak <= 0 else cc.gpu + ' (given)'} (peak {peak / 1e12:g} TFLOP/s), "
             f"{sum(c['ckpt_bytes'] for _, c in rows) / 1e9:.3g} GB of checkpoints")
 

@@ -31,7 +31,8 @@
 #   PUBLISH=1         after the study (and with --post), analyze.py also writes its analysis (analysis.md,
 #                     analysis.json, plots) into RESULTS/STUDY, so no stored number is copied by hand;
 #                     RESULTS=results (default; it holds the tiny studies: set another folder for SCALE=paper)
-#   MFU=0.4 GPU=H100  --cost: the utilisation and the GPU (its dense bf16 peak) of the GPU-hours; PEAK=TFLOP/s
+#   MFU=0.4 GPU=H100  --cost: the utilisation and the GPU (its dense bf16 peak) of the GPU-hours (EVAL_SPEEDUP: how
+#                     many times faster evaluation FLOPs run, default 1); PEAK=TFLOP/s
 #                     for a device not in cost.py's table; VAL_TOKENS=N the val split (default: the bundled corpus's);
 #                     STARTUP=s seconds per process (a CPU prediction; docs/cluster.md)
 # Each job gets OMP_NUM_THREADS = cores / JOBS (at least 1) unless OMP_NUM_THREADS is set.
@@ -876,7 +877,7 @@ estimate() {  # rough wall time of tiny text-training lines, from timings on the
 
 usage() {
     echo "usage: bash sweep.sh [--dry-run | --count | --cost | --task I | --post] STUDY   (studies: $STUDIES;" \
-         "env SCALE=tiny|paper OUT JOBS GPUS JOBS_PER_GPU PYTHON DATA EVAL_DATA EXTRA; --cost: MFU GPU PEAK VAL_TOKENS STARTUP STEP_FLOOR)"
+         "env SCALE=tiny|paper OUT JOBS GPUS JOBS_PER_GPU PYTHON DATA EVAL_DATA EXTRA; --cost: MFU EVAL_SPEEDUP GPU PEAK VAL_TOKENS STARTUP STEP_FLOOR)"
 }
 
 # -----------------------------------------------------------------------------
@@ -940,7 +941,8 @@ case $mode in
     cost)
         for line in "${GRID[@]}"; do job_name "$line"; printf '%s\t%s\n' "$JOB_NAME" "$line"; done |
             "$PY" cost.py --mfu "${MFU:-0.4}" --gpu "${GPU:-H100}" --peak "${PEAK:-0}" --val_tokens "${VAL_TOKENS:-0}" \
-                --startup "${STARTUP:-0}" --jobs_per_gpu "${JOBS_PER_GPU:-1}" ${STEP_FLOOR:+--step_floor "$STEP_FLOOR"}
+                --startup "${STARTUP:-0}" --jobs_per_gpu "${JOBS_PER_GPU:-1}" ${STEP_FLOOR:+--step_floor "$STEP_FLOOR"} \
+                --eval_speedup "${EVAL_SPEEDUP:-1}" --chain "$([[ ${CHAIN:-1} == 0 ]] && echo false || echo true)"
         exit "${PIPESTATUS[1]}" ;;
     dry)
         left=0

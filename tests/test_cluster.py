@@ -84,9 +84,19 @@ def test_cost_equals_the_hand_sum(tmp_path):
     gb = sum(w["ckpt_bytes"] for w in want.values()) / 1e9
     assert cost.total_line(rows_, cc, peak) == (f"total: {flops:.3g} FLOPs, {flops / (0.5 * 312e12) / 3600:.4g} GPU-hours "
                                                 f"at MFU 0.5 on A100 (peak 312 TFLOP/s), {gb:.3g} GB of checkpoints")
-    slow, _ = cost.costs(lines, cost.CostConfig(mfu=0.5, gpu="A100", val_tokens=10000, startup=36, step_floor=0))
+    slow, _ = cost.costs(lines, cost.CostConfig(mfu=0.5, gpu="A100", val_tokens=10000, startup=36, step_floor=0,
+                                                chain=False))
     for (name, c), (_, d) in zip(rows_, slow):  # 36 s per process: 0.01 h per step of the job
         assert d["gpu_hours"] - c["gpu_hours"] == pytest.approx(0.01 * {"a": 2, "b": 1, "c": 2}[name])
+    chained, _ = cost.costs(lines, cost.CostConfig(mfu=0.5, gpu="A100", val_tokens=10000, startup=36, step_floor=0))
+    for (name, c), (_, d) in zip(rows_, chained):  # cli.py chain (sweep.sh's default): one process a job
+        assert d["gpu_hours"] - c["gpu_hours"] == pytest.approx(0.01) and d["processes"] == 1
+    fast, _ = cost.costs(lines, cost.CostConfig(mfu=0.5, gpu="A100", val_tokens=10000, step_floor=0, eval_speedup=2))
+    for name, d in fast:  # evaluation FLOPs at twice the training rate
+        w = want[name]
+        assert d["gpu_hours"] == pytest.approx((w["train_flops"] + w["eval_flops"] / 2) / (0.5 * 312e12) / 3600)
+    with pytest.raises(cli.UserError, match="EVAL_SPEEDUP"):
+        cost.costs(lines, cost.CostConfig(eval_speedup=0))
     assert not os.listdir(tmp_path)  # nothing trained, nothing written
 
 
