@@ -52,11 +52,11 @@ COUNTS = {  # (study, scale) -> lines of the full grid
     ("longctx", "paper"): 1 + 2 * 2 * 2 * 2 * 5 * 2,  # the LongPPL evaluator, 5 seeds, a second-pass line per cell
     # (6 --pos + swan + chunk) x 3 seeds x (text, passkey) + 3 chunk ablations x 3 seeds (passkey)
     ("posenc", "tiny"): 8 * 3 * 2 + 3 * 3 * 2,
-    ("posenc", "paper"): 8 * 3 * 2,                 # text and passkey runs
+    ("posenc", "paper"): 8 * 10 * 2,                # text and passkey runs, 10 seeds (power under Holm)
     # 3 tasks x (6 --pos + swan) x seeds + parity/rope x seeds + the threshold sweep: 3 tasks x
     # (3 depths x 3 lengths - the main grid's recipe run at 16) x 3 seeds
     ("lengen", "tiny"): 3 * 7 * 3 + 3 + 3 * 8 * 3,
-    ("lengen", "paper"): 8 * 8 * 3 + 3 * 11 * 3,    # tasks x (6 --pos + swan + chunk) x seeds + threshold
+    ("lengen", "paper"): 8 * 8 * 10 + 3 * 11 * 10,  # tasks x (6 --pos + swan + chunk) x 10 seeds + threshold
 }
 N_QAT = COUNTS[("qat", "tiny")]  # the tiny grid the pool tests run with the stub
 
