@@ -428,9 +428,27 @@ def versions():
     import tiktoken
     import torch
     # torch_threads: CPU results are bit-identical across thread counts only where the kernels split
-    # no reduction by thread (measured for the main command at 1 and 2: docs/runs.md), so record it
-    return dict(python=platform.python_version(), torch=torch.__version__, numpy=numpy.__version__,
-                tiktoken=tiktoken.__version__, torch_threads=torch.get_num_threads())
+    # no reduction by thread (measured for the main command at 1 and 2: docs/runs.md), so record it;
+    # cpu / cpu_capability: the kernels torch dispatches to (AVX2, AVX512) round differently, and a
+    # QAT run's fake-quant rounding turns such last-bit differences into different runs (docs/runs.md)
+    out = dict(python=platform.python_version(), torch=torch.__version__, numpy=numpy.__version__,
+               tiktoken=tiktoken.__version__, torch_threads=torch.get_num_threads(), cpu=cpu_name(),
+               cpu_capability=torch.backends.cpu.get_cpu_capability())
+    if torch.cuda.is_available():
+        out["gpu"] = torch.cuda.get_device_name()
+    return out
+
+
+def cpu_name():
+    """The CPU's model name (Linux /proc/cpuinfo; platform.processor() elsewhere, which may be '')."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
 
 
 # -----------------------------------------------------------------------------

@@ -505,6 +505,8 @@ def test_record_schema(tiny_run):
         assert key in rec, key
     assert rec["corpus"]["hash"] and rec["versions"]["torch"] == torch.__version__
     assert rec["versions"]["torch_threads"] == torch.get_num_threads()
+    # the kernels' vector instructions decide the last bits (a QAT run amplifies them): recorded
+    assert rec["versions"]["cpu_capability"] == torch.backends.cpu.get_cpu_capability() and "cpu" in rec["versions"]
     assert rec["params"]["non_embedding"] < rec["params"]["total"]
     m = rec["metrics"]
     assert m["val_loss"] < m["unigram_loss"] and m["val_bpb"] > 0
