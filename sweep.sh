@@ -11,7 +11,7 @@
 #
 # Studies: qat, qat-probes, longctx, posenc, lengen (grids: the grid_* functions below).
 # Environment:
-#   SCALE=tiny|paper  tiny (default) fits a 2-core CPU (qat: 99 runs, 17.5 min on 2 idle cores); paper = the seeds' grids
+#   SCALE=tiny|paper  tiny (default) fits a 2-core CPU (qat: 99 runs, 13 min on 2 idle cores); paper = the seeds' grids
 #   OUT=out/sweeps    output root; run folders are OUT/STUDY/RUN_NAME, logs OUT/STUDY/logs/ (relative
 #                     paths are relative to this folder: commands run from the repository root)
 #   JOBS=N            parallel jobs (default: GPUs in GPUS x JOBS_PER_GPU, else CPU cores for tiny, else 1)
@@ -162,7 +162,7 @@ qat_run() {
 }
 
 # QAT schedule x bit-width grid. paper (QAT seed, Phase 2): 720 runs = FP16/INT8/INT6 x 3 warmdowns x
-# 4 LRs x 15M-100M x 5 seeds. tiny (99 runs, 17.5 min on 2 idle cores): one 2-layer family of width 16-48
+# 4 LRs x 15M-100M x 5 seeds. tiny (99 runs, 13 min on 2 idle cores): one 2-layer family of width 16-48
 # at 20 tokens per non-embedding parameter, FP16/INT4/INT3 (INT8/INT6 cost less than the seed noise at
 # this scale, INT4 3-7 seed sds, INT3 10-20); the fit sizes carry the schedule grid, the held-out sizes
 # (QAT_HELD) only the reference cell (warmdown 0.33, LR 1) where the penalty law is checked.
