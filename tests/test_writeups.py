@@ -97,3 +97,11 @@ def test_analyze_verdicts_rewrites_only_the_section(tmp_path):
     (tmp_path / "README.md").write_text("no markers\n")
     assert analyze.main(["--verdicts", str(tmp_path)]) == 2
     assert (tmp_path / "README.md").read_text() == "no markers\n"
+
+
+def test_a_null_says_what_it_could_detect_or_why_not():
+    """Beside every null: its detectable effect, or (every seed's contrast equal, sd 0) why there is none."""
+    from studyio import null_power
+    assert null_power({"mde": 0.0421}) == "; detectable: 0.0421"
+    assert "sd 0" in null_power({"mde": None, "sd": 0.0})
+    assert null_power({"mde": None, "sd": None}) == ""  # a model test without a per-seed contrast
