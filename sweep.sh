@@ -504,7 +504,7 @@ grid() {
 # shrinks each step, and nothing else differs:
 #   model     --size S keeps S's depth and heads (so layer patterns and GQA groups are the paper's) at
 #             head dim 8: --n_embd 8 x heads; the record keeps S's name, and N grows with S as in the paper
-#   steps     --iters / 1000, --tokens / 100000 (ratios kept: 3x and 9x training, 0.25 x passkey budgets)
+#   steps     --iters / 1000, --tokens / 1000000 (ratios kept: 3x and 9x training, 0.25 x passkey budgets)
 #   lengths   --block_size, --window, --target, --lengths, --longppl_short, --chunk_size / 8
 #             (8: the shortest paper context, 1024, becomes 128, the length a passkey sample needs;
 #             1 for lengen, whose 256-token context and task lengths already fit a CPU); the
@@ -572,7 +572,7 @@ rehearse_lines() {  # stdin: paper grid lines (or flags) -> the same, shrunk by 
             if (f ~ /^--(block_size|window|target|longppl_short|chunk_size|ppl_tokens)$/) v = div(v, ld)
             else if (f == "--lengths") v = lens(v)
             else if (f == "--iters") v = div(v, 1000)
-            else if (f == "--tokens") v = div(v, 100000)
+            else if (f == "--tokens") v = div(v, 1000000)
             else if (f == "--batch_size") { v = div(v, 32); a = accum[step]; if (a > 1 && v % a) v += a - v % a }
             else if (f ~ /^--(final_eval_tokens|eval_tokens)$/) v = 1024
             else if (f ~ /^--(samples|probe_samples|depths)$/) v = 1

@@ -50,7 +50,7 @@ def test_one_rule_shrinks_every_line_and_keeps_the_rest(tmp_path, study):
     assert len(rehearsal) == len(paper) > 0
     ld = 1 if study == "lengen" else 8
     rule = {"--block_size": ld, "--window": ld, "--target": ld, "--longppl_short": ld, "--chunk_size": ld,
-            "--ppl_tokens": ld, "--iters": 1000, "--tokens": 100000, "--batch_size": 32}
+            "--ppl_tokens": ld, "--iters": 1000, "--tokens": 1000000, "--batch_size": 32}
     seen = set()
     for p_line, r_line in zip(paper, rehearsal):
         p_steps, r_steps = p_line.split(" && "), r_line.split(" && ")
