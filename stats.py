@@ -94,7 +94,17 @@ def min_detectable_effect(sd, n, level=BETTER_LEVEL, power=0.8):
     dof, crit = n - 1, scistats.t.ppf(1 - level / 2, n - 1)
     # the far tail's cdf underflows to nan at large noncentrality: it is 0 there
     achieved = lambda nc: scistats.nct.sf(crit, dof, nc) + np.nan_to_num(scistats.nct.cdf(-crit, dof, nc)) - power
-    return float(brentq(achieved, 0.0, 100.0) * sd / math.sqrt(n))
+    # few dof at a strict level (a 1-dof coefficient test at 0.05 / 24: t_crit ~ 300) need a far larger
+    # noncentrality than 100: widen the bracket; past 1e6, no effect is detectable (inf)
+    import warnings
+    with warnings.catch_warnings():  # scipy's series warn far in the tail; the root is still found
+        warnings.simplefilter("ignore", RuntimeWarning)
+        hi = 100.0
+        while achieved(hi) < 0:
+            if hi > 1e6:
+                return math.inf
+            hi *= 10
+        return float(brentq(achieved, 0.0, hi) * sd / math.sqrt(n))
 
 
 def seeds_needed(sd, effect, level=BETTER_LEVEL, power=0.8, max_n=1000):

@@ -382,3 +382,13 @@ def test_lack_of_fit_and_coefficient_mde_have_their_power():
     lam = stats.f_noncentrality_for_power(2, 4)
     assert scistats.ncf.sf(scistats.f.ppf(0.95, 2, 4), 2, 4, lam) == pytest.approx(0.8)
     assert stats.rm_anova_mde(2.0, 3, 3) == pytest.approx(math.sqrt(2 * lam * 2.0 / 3))
+
+
+def test_min_detectable_effect_at_few_dof_and_a_strict_level():
+    """Two seeds (1 dof) at the 24-hypothesis Holm step need a noncentrality far past 100 (the
+    qat-probes rehearsal's coefficient tests raised here); past what any effect could reach: inf."""
+    d = stats.min_detectable_effect(1.0, 2, level=0.05 / 24)
+    crit = scistats.t.ppf(1 - 0.05 / 48, 1)
+    nc = d * math.sqrt(2)
+    assert 100 / math.sqrt(2) < d and scistats.nct.sf(crit, 1, nc) == pytest.approx(0.8, abs=1e-3)
+    assert stats.min_detectable_effect(1.0, 2, level=1e-12) == math.inf
