@@ -60,6 +60,8 @@ def posenc_report(runs, gate=0.9, margin=0.05, reference="rope"):
             "val_loss": seed_stats({s: num(by_seed[s]["metrics"].get("val_loss")) for s in seeds}),
             "loss_by_length": per_len(lambda e, L: dget(e, "ppl", "by_length", L)),
             "longppl_by_length": per_len(lambda e, L: dget(e, "ppl", "longppl", "by_length", L, "longppl")),
+            # the share of key tokens behind each LongPPL: 0 everywhere (barely trained models) explains an empty LongPPL
+            "key_frac_by_length": per_len(lambda e, L: dget(e, "ppl", "longppl", "by_length", L, "key_frac")),
             "retrieval": retrieval, "learned": learned, "hope_pairs": hope_pairs(by_seed.values()),
             "attn_by_distance": attn_by_distance(ev.values()),
             "score": seed_stats({s: num(ev[s].get("score")) for s in seeds}),

@@ -142,6 +142,11 @@ def _by_length(field, training):
                 n += max(v["n"] for v in stats.values())
             elif stats:  # retrieval: task -> {exact: length -> stats}
                 n += max((max(s["n"] for s in t["exact"].values()) for t in stats.values() if t.get("exact")), default=0)
+        if not n and field == ("longppl_by_length",):  # no key tokens in any run: a value of barely trained models
+            keys = [[v for v in (c.get("key_frac_by_length") or {}).values() if v.get("n")] for c in cells]
+            if any(keys) and not any(v.get("mean") for k in keys for v in k):
+                return _sum(max((v["n"] for v in k), default=0) for k in keys), \
+                    "no key tokens in any run (key-token share 0): LongPPL has no value"
         return n, None if n else "no cell with a value"
     return f
 

@@ -229,3 +229,21 @@ def test_longctx_outcomes_tell_values_from_design(tmp_path, capsys):
     o["key_frac"]["cells"][0]["mean"] = 0.2  # key tokens exist, yet no LongPPL: a design fault
     (tmp_path / "analysis.json").write_text(json.dumps({"longctx": lc}))
     assert rehearse.list_outcomes("longctx", str(tmp_path)) == 2
+
+
+def test_posenc_longppl_without_key_tokens_is_refused_on_values(tmp_path, capsys):
+    """posenc: LongPPL empty in every cell because no run has key tokens (barely trained models) is
+    refused on values; empty while key tokens exist is a design fault and fails."""
+    stats = lambda mean: {"mean": mean, "sd": None, "n": 0 if mean is None else 3, "per_seed": {}}
+    cell = lambda training: {"training": training, "loss_by_length": {"256": stats(4.0)},
+                             "longppl_by_length": {"256": stats(None)}, "key_frac_by_length": {"256": stats(0.0)},
+                             "retrieval": {"passkey": {"exact": {"256": stats(0.5)}}}}
+    cells = [cell("text"), cell("text"), cell("task_mix:passkey")]
+    (tmp_path / "analysis.json").write_text(json.dumps({"posenc": {"cells": cells}}))
+    assert rehearse.list_outcomes("posenc", str(tmp_path)) == 0
+    out = capsys.readouterr().out
+    assert "6 runs  LongPPL by length, text runs: refused on values: no key tokens" in out
+    cells[0]["key_frac_by_length"]["256"]["mean"] = 0.01  # key tokens, yet no LongPPL
+    (tmp_path / "analysis.json").write_text(json.dumps({"posenc": {"cells": cells}}))
+    assert rehearse.list_outcomes("posenc", str(tmp_path)) == 1
+    assert "FAILS: no cell with a value" in capsys.readouterr().out
