@@ -504,7 +504,9 @@ grid() {
 # shrinks each step, and nothing else differs:
 #   model     --size S keeps S's depth and heads (so layer patterns and GQA groups are the paper's) at
 #             head dim 8: --n_embd 8 x heads; the record keeps S's name, and N grows with S as in the paper
-#   steps     --iters / 1000, --tokens / 1000000 (ratios kept: 3x and 9x training, 0.25 x passkey budgets)
+#   steps     --iters / 1000 (longctx / 100: its 5% extensions then get 4 steps; at 1 step the only step is
+#             the warmup's, at LR 0, and train.py refuses it), --tokens / 1000000 (ratios kept: 3x and 9x
+#             training, 0.25 x passkey budgets)
 #   lengths   --block_size, --window, --target, --lengths, --longppl_short, --chunk_size / 8
 #             (8: the shortest paper context, 1024, becomes 128, the length a passkey sample needs;
 #             1 for lengen, whose 256-token context and task lengths already fit a CPU); the
@@ -541,10 +543,11 @@ rehearse_sizes() {  # comma list of sizes -> the names the analysis gives the re
 }
 
 rehearse_lines() {  # stdin: paper grid lines (or flags) -> the same, shrunk by the rule above
-    local heads ld=8
+    local heads ld=8 ld_iters=1000
     [[ $study == lengen ]] && ld=1
+    [[ $study == longctx ]] && ld_iters=100
     heads=$(size_heads)
-    awk -v heads="$heads" -v ld="$ld" '
+    awk -v heads="$heads" -v ld="$ld" -v ld_iters="$ld_iters" '
     function div(v, d,   r) { r = int(v / d); return r < 1 ? 1 : r }
     function lens(v,   a, n, i, o) { n = split(v, a, ","); o = ""; for (i = 1; i <= n; i++) o = o (i > 1 ? "," : "") div(a[i], ld); return o }
     BEGIN { n = split(heads, hs, " "); for (i = 1; i <= n; i++) { split(hs[i], kv, ":"); H[kv[1]] = kv[2] } }
@@ -571,7 +574,7 @@ rehearse_lines() {  # stdin: paper grid lines (or flags) -> the same, shrunk by 
             if (f == "--size" && (v in H)) { o = o " " f " " v " --n_embd " 8 * H[v]; i++; continue }
             if (f ~ /^--(block_size|window|target|longppl_short|chunk_size|ppl_tokens)$/) v = div(v, ld)
             else if (f == "--lengths") v = lens(v)
-            else if (f == "--iters") v = div(v, 1000)
+            else if (f == "--iters") v = div(v, ld_iters)
             else if (f == "--tokens") v = div(v, 1000000)
             else if (f == "--batch_size") { v = div(v, 32); a = accum[step]; if (a > 1 && v % a) v += a - v % a }
             else if (f ~ /^--(final_eval_tokens|eval_tokens)$/) v = 1024
