@@ -424,6 +424,10 @@ def longctx_report(runs):
     # an outcome with no value in any row (e.g. one built on the probes, which a --no_probes grid skips) is
     # reported as such, never dropped without a word
     empty = [key for key in OUTCOMES if all(w.get(key) is None for w in main_rows)]
+    # likewise an outcome with one value in every run (no spread to fit: an extension that trained nothing
+    # equals its training-free baseline, a barely trained model has no key tokens)
+    values = {key: {w[key] for w in main_rows if w.get(key) is not None} for key in OUTCOMES}
+    constant = {key: v.pop() for key, v in values.items() if len(v) == 1}
     ret = retrieval_report(main_rows)
     # the retrieval outcomes on runs that learned the task in distribution only (no exact match scored, as in
     # older eval.json files with a rank score alone: no gate to apply)
@@ -438,7 +442,7 @@ def longctx_report(runs):
     return {"sinks": sink_path(main_rows, "loss"), "contexts": contexts, "short_block": short, "extensions": ext, "main_recipe": main,
             "recipes": {r: finals.count(r) for r in sorted(set(finals))}, "runs": rows, "outcomes": out,
             "gain": gain, "flagged_recipes": [g["recipe"] for g in gain if g["flagged"]], "retrieval": ret,
-            "empty_outcomes": empty, "family": longctx_family(main_rows, passing, out)}
+            "empty_outcomes": empty, "constant_outcomes": constant, "family": longctx_family(main_rows, passing, out)}
 
 
 def seed_means(rows, key, where=lambda w: True):
@@ -536,6 +540,9 @@ def longctx_md(lc):
     if lc.get("empty_outcomes"):
         L += ["Not analysed, no value in any run of the main recipe: " + ", ".join(
             f"{k} (eval.json target.{OUTCOMES[k][2]})" if OUTCOMES[k][2] else k for k in lc["empty_outcomes"]) + ".", ""]
+    if lc.get("constant_outcomes"):
+        L += ["Not analysed, one value in every run of the main recipe: " + ", ".join(
+            f"{k} = {v:g}" for k, v in lc["constant_outcomes"].items()) + ".", ""]
     sk = lc.get("sinks")
     if sk:
         L += [f"Sinks (main recipe's roots): sink rate {f(sk['rate_min'], '.3f')} .. {f(sk['rate_max'], '.3f')}; " +

@@ -111,9 +111,14 @@ def _longctx(key):
         o = lc["outcomes"].get(key) or {"n": 0}
         why = "empty (no value in any run of the main recipe)" if key in lc.get("empty_outcomes", []) else None
         keys = lc["outcomes"].get("key_frac") or {}
-        if key == "longppl" and why and keys.get("n") and not any(c.get("mean") for c in keys.get("cells", [])):
+        no_keys = (keys.get("n") and not any(c.get("mean") for c in keys.get("cells", []))) \
+            or lc.get("constant_outcomes", {}).get("key_frac") == 0
+        runs = int(keys.get("n") or lc["outcomes"].get("loss", {}).get("n") or 0)
+        if key in ("longppl", "key_frac") and no_keys and (why or key == "key_frac"):
             # no key tokens in any run (a key-token share of 0 everywhere): a value of barely trained models
-            return int(keys["n"]), "no key tokens in any run (key-token share 0): LongPPL has no value"
+            return runs, "no key tokens in any run (key-token share 0): LongPPL has no value"
+        if key in lc.get("constant_outcomes", {}):  # e.g. a gain of exactly 0: the extension trained nothing
+            return runs, f"one value in every run ({lc['constant_outcomes'][key]:g}): no spread, does the intervention act?"
         return int(o["n"] or 0), why if o["n"] else (why or "no runs")
     return f
 

@@ -210,6 +210,20 @@ def test_longctx_planted_additive_effects_recovered(tmp_path):
     assert len(runs) == 48 + 48 + 16 and {"run", "root", "seed", "recipe", "ckpt", "cell", "count", "loss"} <= set(runs[0])
 
 
+def test_longctx_constant_outcome_is_reported_not_dropped(tmp_path):
+    """An outcome with one value in every run (an extension that trained nothing gives the same loss in
+    every cell) has no spread to fit: listed under constant_outcomes and in the markdown, not dropped."""
+    write_factorial(tmp_path, lambda z: 3.9 + 0.05 * z["qk_norm"])
+    for ev in tmp_path.glob("*-ntk*/eval.json"):  # barely trained models: no key tokens anywhere
+        e = json.loads(ev.read_text())
+        e["target"]["key_frac"] = 0.0
+        ev.write_text(json.dumps(e))
+    lc = lc_report(tmp_path)
+    assert lc["constant_outcomes"] == {"key_frac": 0.0} and "key_frac" not in lc["outcomes"]
+    assert "loss" in lc["outcomes"] and "key_frac" not in lc["empty_outcomes"]
+    assert "one value in every run of the main recipe: key_frac = 0." in (tmp_path / "analysis.md").read_text()
+
+
 def test_longctx_planted_interaction_recovered(tmp_path):
     """Equal main effects (the count hypothesis, but for one interaction): qk_norm hurts only with SWA."""
     write_factorial(tmp_path, lambda z: 3.9 + 0.03 * sum(z.values()) + 0.06 * z["qk_norm"] * z["swa"])
@@ -317,7 +331,7 @@ def test_longctx_end_to_end_on_the_tiny_grid(tmp_path):
     assert analyze.main([str(out / "longctx")]) == 0
     lc = json.loads((out / "longctx" / "analysis.json").read_text())["longctx"]
     assert set(lc) == {"contexts", "short_block", "extensions", "main_recipe", "recipes", "runs", "outcomes",
-                       "gain", "flagged_recipes", "sinks", "retrieval", "empty_outcomes", "family"}
+                       "gain", "flagged_recipes", "sinks", "retrieval", "empty_outcomes", "constant_outcomes", "family"}
     rt = lc["retrieval"]  # gated per run: 46 of 48 pass, every cell keeps >= 2, so an outcome of the factorial
     assert rt["usable"] and rt["n_learned"] == 16 and (rt["n_pass"], rt["n_runs"]) == (46, 48)
     assert rt["samples_per_run"] == [130] and sorted(c["n_pass"] for c in rt["cells"]) == [2, 2] + [3] * 14

@@ -229,6 +229,15 @@ def test_longctx_outcomes_tell_values_from_design(tmp_path, capsys):
     o["key_frac"]["cells"][0]["mean"] = 0.2  # key tokens exist, yet no LongPPL: a design fault
     (tmp_path / "analysis.json").write_text(json.dumps({"longctx": lc}))
     assert rehearse.list_outcomes("longctx", str(tmp_path)) == 2
+    capsys.readouterr()
+    del o["key_frac"], o["gain_free"]  # the analysis lists one-valued outcomes apart (constant_outcomes)
+    lc["constant_outcomes"] = {"key_frac": 0.0, "gain_free": 0.0}
+    (tmp_path / "analysis.json").write_text(json.dumps({"longctx": lc}))
+    assert rehearse.list_outcomes("longctx", str(tmp_path)) == 2  # the exports and the gain of exactly 0
+    out = capsys.readouterr().out
+    assert "4 runs  key_frac (longctx.outcomes.key_frac): refused on values: no key tokens" in out
+    assert "4 runs  longppl (longctx.outcomes.longppl): refused on values: no key tokens" in out
+    assert "gain_free (longctx.outcomes.gain_free): FAILS: one value in every run (0)" in out
 
 
 def test_posenc_longppl_without_key_tokens_is_refused_on_values(tmp_path, capsys):
