@@ -505,7 +505,7 @@ grid() {
 #   model     --size S keeps S's depth and heads (so layer patterns and GQA groups are the paper's) at
 #             head dim 8: --n_embd 8 x heads; the record keeps S's name, and N grows with S as in the paper
 #   steps     --iters / 1000 (longctx / 100: its 5% extensions then get 4 steps; at 1 step the only step is
-#             the warmup's, at LR 0, and train.py refuses it), --tokens / 1000000 (ratios kept: 3x and 9x
+#             the warmup's, at LR 0, and trains nothing), --tokens / 1000000 (ratios kept: 3x and 9x
 #             training, 0.25 x passkey budgets)
 #   lengths   --block_size, --window, --target, --lengths, --longppl_short, --chunk_size / 8
 #             (8: the shortest paper context, 1024, becomes 128, the length a passkey sample needs;

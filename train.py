@@ -676,9 +676,7 @@ def check_config(cfg):
 
 
 def check_block(cfg, block):
-    """The flags that depend on the training context length (and the steps it gives a token budget)."""
-    if (math.ceil(cfg.tokens / (cfg.batch_size * block)) if cfg.tokens > 0 else cfg.iters) == 1 and cfg.warmup > 0:
-        raise UserError(f"1 step with --warmup {cfg.warmup:g} trains nothing (its only step is at LR 0): give 2 or more")
+    """The flags that depend on the training context length."""
     if cfg.short_frac > 0 and (cfg.short_block < 2 or block % cfg.short_block):
         raise UserError(f"--short_block {cfg.short_block} must divide --block_size {block}")
     if cfg.algo:

@@ -686,15 +686,3 @@ def test_ckpt_minutes_must_be_finite_and_not_negative(tmp_path):
         with pytest.raises(train.UserError, match="--ckpt_minutes"):
             train.check_config(tiny_config(tmp_path, ckpt_minutes=bad))
 
-
-def test_one_step_with_a_warmup_is_refused():
-    """A run of one step with a warmup trains nothing (its only step is the warmup's first, at LR 0):
-    refused whether --iters or a token budget gives it; two steps, or no warmup, train."""
-    cfg = train.parse_args(["--iters", "1", "--batch_size", "2"])
-    with pytest.raises(cli.UserError, match="trains nothing"):
-        train.check_block(cfg, 64)
-    with pytest.raises(cli.UserError, match="trains nothing"):  # 128 tokens at 2 x 64 a step: one step
-        train.check_block(dataclasses.replace(cfg, iters=300, tokens=128), 64)
-    train.check_block(dataclasses.replace(cfg, iters=300, tokens=129), 64)  # two steps
-    train.check_block(dataclasses.replace(cfg, warmup=0.0), 64)
-    assert train.lr_mult(0, 1) == 0.0 and train.lr_mult(1, 2) > 0  # why: the warmup starts at LR 0
