@@ -25,6 +25,7 @@ import cli
 from analyze_longctx import OUTCOMES as LONGCTX_OUTCOMES, RETRIEVAL
 
 # Words of the analyses' refusals that come from the numbers (untrained models), not from the design
+NO_KEYS = "no key tokens in any run (key-token share 0): LongPPL has no value"  # barely trained models: a value, not a design fault
 VALUE_WORDS = ("positive", "learned in distribution", "not learned", "gate", "nan", "singular", "rank", "key tokens")
 
 
@@ -116,7 +117,7 @@ def _longctx(key):
         runs = int(keys.get("n") or lc["outcomes"].get("loss", {}).get("n") or 0)
         if key in ("longppl", "key_frac") and no_keys and (why or key == "key_frac"):
             # no key tokens in any run (a key-token share of 0 everywhere): a value of barely trained models
-            return runs, "no key tokens in any run (key-token share 0): LongPPL has no value"
+            return runs, NO_KEYS
         if key in lc.get("constant_outcomes", {}):  # e.g. a gain of exactly 0: the extension trained nothing
             return runs, f"one value in every run ({lc['constant_outcomes'][key]:g}): no spread, does the intervention act?"
         return int(o["n"] or 0), why if o["n"] else (why or "no runs")
@@ -151,7 +152,7 @@ def _by_length(field, training):
             keys = [[v for v in (c.get("key_frac_by_length") or {}).values() if v.get("n")] for c in cells]
             if any(keys) and not any(v.get("mean") for k in keys for v in k):
                 return _sum(max((v["n"] for v in k), default=0) for k in keys), \
-                    "no key tokens in any run (key-token share 0): LongPPL has no value"
+                    NO_KEYS
         return n, None if n else "no cell with a value"
     return f
 

@@ -685,4 +685,3 @@ def test_ckpt_minutes_must_be_finite_and_not_negative(tmp_path):
     for bad in (-1.0, float("inf")):
         with pytest.raises(train.UserError, match="--ckpt_minutes"):
             train.check_config(tiny_config(tmp_path, ckpt_minutes=bad))
-
