@@ -539,8 +539,11 @@ def test_sweep_hangup_stops_its_jobs(tmp_path):
     pids = tmp_path / "pids"
     env = {k: v for k, v in os.environ.items() if k not in ("SCALE", "GPUS", "DATA", "EXTRA", "OMP_NUM_THREADS")}
     env.update(PYTHON=str(stub), OUT=str(tmp_path / "out"), JOBS="2", STUB_PIDS=str(pids))
+    # SIGHUP at its default in the sweep: under nohup (a suite started with it) the sweep inherits
+    # HUP ignored, and bash cannot trap a signal ignored at its start, so it keeps running, as nohup asks
     p = subprocess.Popen(["bash", os.path.join(ROOT, "sweep.sh"), "qat"], env=env, cwd=ROOT,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
     jobs = []
     try:
         deadline = time.time() + 60
