@@ -10,9 +10,9 @@ writes analysis.md, analysis.json and PNG plots to --out (default: the first fol
     python analyze.py --refamily DIR    # the families and verdicts of DIR/analysis.json decided again (REDECIDE)
     python analyze.py --power DIR [--seeds N] [--effect X]   # power before the run (docs/cluster.md)
 
-The statistics are pure functions in stats.py; the run loading and the markdown and plot helpers
-are in studyio.py; each study is one file, analyze_<study>.py, with its report (a JSON-able dict),
-its markdown and its plots in that order (lengen and posenc share analyze_encodings.py). This file
+The statistics are pure functions in studies/stats.py; the run loading and the markdown and plot helpers
+are in studies/common.py; each study is one file, studies/<study>.py, with its report (a JSON-able dict),
+its markdown and its plots in that order (lengen and posenc share encodings.py). This file
 holds the registry of studies (STUDIES), the assignment of runs to studies and the command line:
   qat      (sweep.sh qat and qat-probes) best warmdown per (bits, size[, lr]) with paired z over seeds,
            the quantisation penalty law P_b(N) with prediction intervals at held-out sizes, and the
@@ -23,7 +23,7 @@ holds the registry of studies (STUDIES), the assignment of runs to studies and t
 --study NAME[,NAME] analyses those studies (sweep.sh --post passes its own, so every run read
 belongs to it); without it, each run goes to one study by its record (study_of) and every study
 with runs is analysed, so no section sees another study's runs. A new study costs one file
-analyze_<study>.py, one line in STUDIES and one grid_ function in sweep.sh.
+studies/<study>.py, one line in STUDIES and one grid_ function in sweep.sh.
 Seeds: the QAT LR-schedule study (720-run grid, "QAT seed" below; it has no arXiv id) and "Cracks
 in the Foundation" (arXiv 2608.10296, "long-context seed"). Every field is optional: a missing one
 shrinks a table, it never crashes the script.
@@ -34,12 +34,12 @@ import sys
 from collections import defaultdict
 
 from cli import OneLineParser, UserError, atomic_write, clean, finite_float
-from stats import power_plan
-from studyio import f, families, lineage_root, load_runs, run_kind, table, warn, with_verdicts
-from analyze_qat import REF_WARMDOWN, qat_markdown, qat_plots, qat_study, records
-from analyze_longctx import longctx_md, longctx_plots, longctx_report
-from analyze_lengen import lengen_decide, lengen_md, lengen_plots, lengen_report
-from analyze_posenc import POSENC_FLAGS, posenc_decide, posenc_md, posenc_plots, posenc_report
+from studies.stats import power_plan
+from studies.common import f, families, lineage_root, load_runs, run_kind, table, warn, with_verdicts
+from studies.qat import REF_WARMDOWN, qat_markdown, qat_plots, qat_study, records
+from studies.longctx import longctx_md, longctx_plots, longctx_report
+from studies.lengen import lengen_decide, lengen_md, lengen_plots, lengen_report
+from studies.posenc import POSENC_FLAGS, posenc_decide, posenc_md, posenc_plots, posenc_report
 
 # =============================================================================
 # the registry of studies and the command line

@@ -63,7 +63,7 @@ OURS = re.compile(r"(train|val)_\d{6}\.bin|(train_docs|val_docs|unigram)\.npy|ma
 TAR_EXTS, JSONL_EXTS = (".tar", ".tar.xz", ".tar.gz", ".tgz"), (".jsonl", ".jsonl.gz")
 
 # -----------------------------------------------------------------------------
-# Reading: what train.py, evaluate.py and export.py call (the corpus, its batches); how a corpus is
+# Reading: what train.py, evaluate.py and tools/export.py call (the corpus, its batches); how a corpus is
 # opened (prepared folder, foreign shards, raw source via the cache) is under Loading below
 
 

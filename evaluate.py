@@ -44,8 +44,9 @@ import torch.nn.functional as F
 import cli
 import data
 import train
+from train import load_run
 from cli import UserError, flag, parse, write_json, main as cli_main
-from model import checkpoint_file, evaluate, load_checkpoint, model_from_checkpoint
+from model import checkpoint_file, evaluate
 from quant import check_bits, frozen, grid_distance, parse_clip
 from tasks import (ALGO_TASKS, TASKS, algo_eval, algo_example_len, depth_grid, make_sample, rank_credit,
                    score_answer)
@@ -493,31 +494,6 @@ def eval_algo(model, tc, lengths, n, device="cpu", bar=None):
 
 # -----------------------------------------------------------------------------
 # Run loading, the suite, the report
-
-
-def config_from_checkpoint(ckpt):
-    try:
-        return train.TrainConfig(**ckpt["train_config"])
-    except TypeError as e:
-        raise UserError(f"checkpoint's train_config does not match this train.py: {e}") from None
-
-
-def load_run(run, which="final", **overrides):
-    """The one run-folder loader: (model, TrainConfig, checkpoint dict) of a run's checkpoint
-    `which`; overrides change model config fields. The final checkpoint of a run without
-    result.json is a resume point, not a result. Here, where runs are read most; extend.py and
-    export.py import it (train.py writes runs and never reads one this way)."""
-    if not os.path.isdir(run):
-        raise UserError(f"no run folder {run}")
-    name = checkpoint_file(which)
-    if not os.path.isfile(os.path.join(run, name)):
-        have = sorted(n[5:-3] for n in os.listdir(run) if n.startswith("ckpt_") and n.endswith(".pt"))
-        raise UserError(f"no checkpoint {name} in {run}; available: {', '.join(['final'] * os.path.isfile(os.path.join(run, 'ckpt.pt')) + have) or 'none'}")
-    if which == "final" and not os.path.isfile(os.path.join(run, "result.json")):
-        raise UserError(f"{run} has no result.json: the run is not finished "
-                        f"(warmdown or a --save_at fraction picks an intermediate checkpoint)")
-    ckpt = load_checkpoint(os.path.join(run, name))
-    return model_from_checkpoint(ckpt, **overrides), config_from_checkpoint(ckpt), ckpt
 
 
 @dataclass

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import cli
 import train
 from cli import UserError, flag, parse, main as cli_main
-from evaluate import load_run
+from train import load_run
 from model import ROPE_SCALINGS, ROTARY_POS, layer_plan, model_from_checkpoint, save_checkpoint
 
 METHODS = ROPE_SCALINGS + ("abf", "swan")
@@ -219,7 +219,7 @@ def planned_tokens(cfg, block):
 
 def resolve_budget(ec, loaded):
     """The continued-training budget of the whole extension: None (training-free), {"iters": N} or
-    {"tokens": T}, with where it came from. loaded: the parent, as evaluate.load_run gives it."""
+    {"tokens": T}, with where it came from. loaded: the parent, as train.load_run gives it."""
     given = {k: getattr(ec, k) for k in ("token_frac", "tokens", "iters") if getattr(ec, k)}
     if any(v < 0 for v in given.values()):
         raise UserError("--token_frac, --tokens and --iters must be >= 0")

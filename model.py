@@ -10,7 +10,7 @@ zero-initialised output projections), then one section per family of long-contex
     that every kernel and the attention probes share
   - chunk-based sparse attention (landmark retrieval of past chunks)
 Last, the model as a run sees it: the checkpoint format every script shares, the model rebuilt
-from a checkpoint, and its loss on a token split (train.py's validation, evaluate.py, export.py).
+from a checkpoint, and its loss on a token split (train.py's validation, evaluate.py, tools/export.py).
 Block Linear layers are QATLinear (quant.py): fake-quantised in the forward pass when bits < 16.
 No path builds a T x T matrix except inside SDPA's own kernels.
 """
@@ -29,7 +29,7 @@ import cli
 from cli import UserError, atomic_write, flag
 from quant import QATEmbedding, QATLinear, check_bits, parse_clip
 
-# The positional encodings, named once: every other file (extend.py, export.py, the analysis, the test of
+# The positional encodings, named once: every other file (extend.py, tools/export.py, the analysis, the test of
 # sweep.sh's lists) reads these. POS_KINDS: per-layer kinds (expe: with expe_on=qk); ROTARY_POS: those that
 # rotate q and k (RoPE scaling acts on them); MODEL_WIDE_POS (below): added to the embedding.
 POS_KINDS = ("rope", "nope", "alibi", "hope", "expe")
@@ -184,11 +184,13 @@ SIZES = {
 
 class Layer(NamedTuple):
     """What one block's attention does: window (0 = global causal), positional kind, chunk
-    retrieval, and whether rope_scaling applies to it."""
+    retrieval, whether rope_scaling applies to it, and its index in the stack (for an encoding
+    with a per-layer parameter: GPT.position_table reads it)."""
     window: int
     pos: str
     chunk: bool
     scaled: bool
+    index: int = 0
 
 
 def embedding_positions(c):
@@ -234,7 +236,7 @@ def layer_plan(c):
     for i in range(n):
         # chunk layers are local (windowed) + retrieval whatever their span
         w = (c.window or c.chunk_size) if i in chunk else (c.window if spans[i] == "w" else 0)
-        plan.append(Layer(w, pos[i], i in chunk, c.rope_scaling_layers == "all" or w == 0))
+        plan.append(Layer(w, pos[i], i in chunk, c.rope_scaling_layers == "all" or w == 0, i))
     return plan
 
 
@@ -311,13 +313,13 @@ class Attention(nn.Module):
         if self.qk_norm == "head":  # Qwen3 / Gemma 3
             q, k = self.q_norm(q), self.k_norm(k)
         q0, k0 = q, k
-        pos = self.layer.pos
+        pos, table = self.layer.pos, pe["layers"][self.layer.index]
         if pos in ROTARY_POS:
-            cos, sin = pe[(pos, self.layer.scaled)]
+            cos, sin = table
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         elif pos == "expe":
-            q, k = apply_expe(q, pe["expe"]), apply_expe(k, pe["expe"])
-        if self.layer.window == 0 and pe.get("logn") is not None:  # windowed layers never see more keys
+            q, k = apply_expe(q, table), apply_expe(k, table)
+        if self.layer.window == 0 and pe["logn"] is not None:  # windowed layers never see more keys
             q = q * pe["logn"].to(q.dtype)
         return q, k, v, q0, k0
 
@@ -508,17 +510,28 @@ class GPT(nn.Module):
         ang = torch.outer(t, inv)
         return torch.cos(ang) * factor, torch.sin(ang) * factor
 
+    def position_table(self, layer, T, device):
+        """The table layer's encoding reads in Attention.qkv for T positions (None: it reads none):
+        cos/sin for RoPE and HoPE, the values for ExPE on q and k. An encoding with a per-layer
+        parameter reads layer.index here, and adds it to the sharing key in positions."""
+        if layer.pos in ROTARY_POS:
+            return self.rope_cos_sin(T, device, hope=layer.pos == "hope", scaled=layer.scaled)
+        if layer.pos == "expe":
+            return expe_values(T, self.config, device)
+        return None
+
     def positions(self, T, device):
-        """Per-forward position tables shared by the layers: cos/sin per (rope|hope, scaled),
-        ExPE values, and the log-n query factors (None within the training length)."""
+        """Per-forward position tables: pe["layers"][i] is layer i's table (layers with the same
+        kind and scaling share one, computed once a forward), pe["logn"] the log-n query factors
+        (None within the training length)."""
         c = self.config
-        pe = {}
+        shared, layers = {}, []
         for layer in self.plan:
             key = (layer.pos, layer.scaled)
-            if layer.pos in ROTARY_POS and key not in pe:
-                pe[key] = self.rope_cos_sin(T, device, hope=layer.pos == "hope", scaled=layer.scaled)
-        if any(layer.pos == "expe" for layer in self.plan):
-            pe["expe"] = expe_values(T, c, device)
+            if key not in shared:
+                shared[key] = self.position_table(layer, T, device)
+            layers.append(shared[key])
+        pe = {"layers": layers, "logn": None}
         L = c.rope_original_len or c.block_size
         if c.logn_scale and T > L:  # SWAN: keep attention entropy from growing with length
             n = torch.arange(1, T + 1, device=device, dtype=torch.float32)

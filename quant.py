@@ -1,7 +1,7 @@
 """
 Quantisation for the QAT study: the fake-quant grid with a straight-through estimator, the QAT
 layers, a round-to-nearest PTQ baseline, bit packing for the integer export, and the
-weight-to-grid distance probe. Imports torch only: model.py builds on it, export.py packs with it.
+weight-to-grid distance probe. Imports torch only: model.py builds on it, tools/export.py packs with it.
 
 Symmetric per-output-row grid: for bit-width b, qmax = 2^(b-1) - 1, scale_r = clip_r / qmax,
 q = clamp(round(w / scale), -qmax, qmax), w_hat = q * scale (per-channel symmetric quantisation,

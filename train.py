@@ -6,8 +6,8 @@ Train a small GPT, optionally with quantisation-aware training (QAT), on the bun
     python train.py --init_from out/base/ckpt.pt --iters 100  # continue from another run's weights
 
 The trainer: its config, the LR schedule, Muon/AdamW, the loop, evaluation, checkpoints and the run
-record. The data pipeline is data.py, the model model.py; extend.py, evaluate.py and export.py
-start from the run folders written here (evaluate.load_run).
+record. The data pipeline is data.py, the model model.py; extend.py, evaluate.py and tools/export.py
+start from the run folders written here (load_run).
 """
 import contextlib
 import copy
@@ -26,7 +26,8 @@ import cli
 import data
 import tasks
 from cli import UserError, flag, parse, write_json, atomic_write, main as cli_main
-from model import GPT, GPTConfig, SIZES, evaluate, hope_record, load_checkpoint, model_from_checkpoint, save_checkpoint
+from model import (GPT, GPTConfig, SIZES, checkpoint_file, evaluate, hope_record, load_checkpoint, model_from_checkpoint,
+                   save_checkpoint)
 from quant import frozen, ptq_eval, set_qat, check_bits
 
 # The final evaluation's budget: 2^23 tokens holds the whole val split of the bundled corpus (0.2-0.3M
@@ -515,7 +516,7 @@ def compile_blocks(model):
     the position tables, embedding and loss stay eager, which keeps dynamic_ntk, learned positions
     and the other model-level Python out of the graph). A shallow copy of model with the same
     parameters and buffers: model itself stays eager for evaluation, probes and checkpoints. Dynamo
-    starts empty: runs chained in one process (cli.chain, extend.py's stages) hit its recompile limit."""
+    starts empty: runs chained in one process (tools/chain.py, extend.py's stages) hit its recompile limit."""
     torch._dynamo.reset()
     view = copy.copy(model)
     view._modules = dict(model._modules)
@@ -624,6 +625,31 @@ def read_result(run):
             return json.load(f)
     except (OSError, ValueError) as e:
         raise UserError(f"unreadable {os.path.join(run, 'result.json')}: {type(e).__name__}") from None
+
+
+def config_from_checkpoint(ckpt):
+    try:
+        return TrainConfig(**ckpt["train_config"])
+    except TypeError as e:
+        raise UserError(f"checkpoint's train_config does not match this train.py: {e}") from None
+
+
+def load_run(run, which="final", **overrides):
+    """The one run-folder loader: (model, TrainConfig, checkpoint dict) of a run's checkpoint
+    `which`; overrides change model config fields. The final checkpoint of a run without
+    result.json is a resume point, not a result. Here, beside the code that writes run folders;
+    evaluate.py, extend.py and tools/export.py read runs through it."""
+    if not os.path.isdir(run):
+        raise UserError(f"no run folder {run}")
+    name = checkpoint_file(which)
+    if not os.path.isfile(os.path.join(run, name)):
+        have = sorted(n[5:-3] for n in os.listdir(run) if n.startswith("ckpt_") and n.endswith(".pt"))
+        raise UserError(f"no checkpoint {name} in {run}; available: {', '.join(['final'] * os.path.isfile(os.path.join(run, 'ckpt.pt')) + have) or 'none'}")
+    if which == "final" and not os.path.isfile(os.path.join(run, "result.json")):
+        raise UserError(f"{run} has no result.json: the run is not finished "
+                        f"(warmdown or a --save_at fraction picks an intermediate checkpoint)")
+    ckpt = load_checkpoint(os.path.join(run, name))
+    return model_from_checkpoint(ckpt, **overrides), config_from_checkpoint(ckpt), ckpt
 
 
 # -----------------------------------------------------------------------------

@@ -9,7 +9,7 @@ whether the two checkouts' records agree.
 
 A study's first job is line 1 of each checkout's own grid (flags may differ between the two), run as
 the sweep runs it, `OUT=... bash sweep.sh --task 1 STUDY` (each checkout's own runner: steps in one
-process where it has cli.py chain, else in bash), with one job per core, so OMP_NUM_THREADS = 1 on
+process where it has tools/chain.py, else in bash), with one job per core, so OMP_NUM_THREADS = 1 on
 the 2-core machine (--threads). The two sides alternate job by job and
 repetition by repetition (which one goes first flips), so a load that drifts falls on both.
 Each side's data cache is prepared before the clock starts. Wall and CPU seconds (user + system of

@@ -19,7 +19,7 @@ and records, no weights; atomically), and exits with status 1
 when a check FAILed or raised an error. Each check is isolated: its failure is recorded and the
 next one runs. Checks start only while the time budget (--budget seconds) lasts; a check cut off by
 it, and every later one, is recorded as skip. The CLI-level checks run what users run (train.py,
-torchrun, evaluate.py, export.py) as subprocesses in the work folder (--work, default --out/work;
+torchrun, evaluate.py, tools/export.py) as subprocesses in the work folder (--work, default --out/work;
 kept, with each command's log in its logs/); the measuring ones run this script's --child modes, which call the same
 library functions in a fresh process. The parent process never touches the GPU.
 
@@ -39,7 +39,7 @@ ddp         torchrun --standalone --nproc_per_node 1 train.py (NCCL process grou
             equal (deterministic forward; the log keeps 5 decimals), and every later step's loss and
             the final val loss agree within DDP_TOL (CUDA backward kernels use atomics, so even two
             single-process runs differ by float noise)
-export      python export.py on the INT6 run of `train int6` (a 100-step one when that failed).
+export      python tools/export.py on the INT6 run of `train int6` (a 100-step one when that failed).
             Pass: the reloaded artefact's val loss on the GPU equals the run's recorded deployed
             (fake-quant, GPU) val loss within EXPORT_TOL: the same fp32 grid weights go through the
             same bf16 matmuls, so only the forward kernels' (deterministic) arithmetic is involved
@@ -946,7 +946,7 @@ def check_export(ctx):
         run, note = ctx.path("export_b6"), f"a {s['export_iters']}-step INT6 run"
         ctx.run([PY, script("train.py"), "--iters", str(s["export_iters"]), "--bits", "6", "--device", ctx.dev,
                  "--quiet", "--out_dir", run, *s["train"]], "export_train", s["caps"]["train"])
-    ctx.run([PY, script("export.py"), run, "--device", ctx.dev], "export", s["caps"]["export"])
+    ctx.run([PY, script("tools/export.py"), run, "--device", ctx.dev], "export", s["caps"]["export"])
     exp, res = read_json(os.path.join(run, "export.json")), read_json(os.path.join(run, "result.json"))
     got, want = exp["val_loss"], res["metrics"]["val_loss"]
     d = got - want

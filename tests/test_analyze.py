@@ -11,10 +11,10 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import analyze  # noqa: E402
-import analyze_encodings  # noqa: E402
-import analyze_longctx  # noqa: E402
-import studyio  # noqa: E402
-import stats  # noqa: E402
+from studies import encodings  # noqa: E402
+from studies import longctx  # noqa: E402
+from studies import common  # noqa: E402
+from studies import stats  # noqa: E402
 from scipy import stats as scistats  # noqa: E402
 
 
@@ -23,16 +23,16 @@ from scipy import stats as scistats  # noqa: E402
 
 def test_feature_count():
     llama = {"n_head": 8, "n_kv_head": 8, "qk_norm": "none", "window": 0}
-    assert analyze_longctx.feature_count(llama, 1024, 512) == 0
-    assert analyze_longctx.feature_count(llama, 512, 512) == 1  # shorter pretraining context
+    assert longctx.feature_count(llama, 1024, 512) == 0
+    assert longctx.feature_count(llama, 512, 512) == 1  # shorter pretraining context
     worst = {"n_head": 8, "n_kv_head": 2, "qk_norm": "head", "window": 64, "global_every": 4}
-    assert analyze_longctx.feature_count(worst, 512, 512) == 4
-    assert analyze_longctx.feature_count({**worst, "qk_norm": "layer"}, 1024, 512) == 3
-    assert analyze_longctx.feature_count({"n_head": 4}, 512, None) == 0  # missing fields, single context
-    assert analyze_longctx.feature_count({}, None, 512) == 0
+    assert longctx.feature_count(worst, 512, 512) == 4
+    assert longctx.feature_count({**worst, "qk_norm": "layer"}, 1024, 512) == 3
+    assert longctx.feature_count({"n_head": 4}, 512, None) == 0  # missing fields, single context
+    assert longctx.feature_count({}, None, 512) == 0
     # an extended run keeps its pretraining length in rope_original_len
-    assert studyio.pretrain_block({"model_config": {"rope_original_len": 128}, "config": {"block_size": 512}}) == 128
-    assert studyio.pretrain_block({"model_config": {"rope_original_len": 0}, "config": {"block_size": 512}}) == 512
+    assert common.pretrain_block({"model_config": {"rope_original_len": 128}, "config": {"block_size": 512}}) == 128
+    assert common.pretrain_block({"model_config": {"rope_original_len": 0}, "config": {"block_size": 512}}) == 512
 
 
 # -----------------------------------------------------------------------------
@@ -401,26 +401,26 @@ def test_longctx_retrieval_gate_and_span():
     said so; learned cells whose means differ by less than 3 init sds: said so; the sample rule."""
     rows = [{"cell": c, "seed": s, "exact": 0.2 + 0.01 * s + 0.005 * int(c, 2), "exact_n": 130, "id_exact": idx}
             for c in ("0000", "0001", "1000") for s in (0, 1, 2) for idx in [0.3 if c == "0001" else 0.95]]
-    r = analyze_longctx.retrieval_report(rows)
+    r = longctx.retrieval_report(rows)
     assert r["n_learned"] == 2 and not r["usable"] and "6 of 9 runs learned" in r["verdict"]
     assert "1 of 3 cells have fewer than 2" in r["verdict"] and r["cells"][1]["mean"] is None
     assert [c["learned"] for c in r["cells"]] == [True, False, True]
     one = [dict(w, id_exact=0.3) if (w["cell"], w["seed"]) == ("0000", 2) else w for w in rows]  # gated per run
-    c = analyze_longctx.retrieval_report(one)["cells"][0]
+    c = longctx.retrieval_report(one)["cells"][0]
     assert (c["n_pass"], c["learned"], c["samples"]) == (2, True, 260) and c["mean"] == pytest.approx(0.205)
     assert c["mean_all"] == pytest.approx(0.21)  # every run, beside
-    r = analyze_longctx.retrieval_report([dict(w, id_exact=0.2) for w in rows])
+    r = longctx.retrieval_report([dict(w, id_exact=0.2) for w in rows])
     assert r["n_learned"] == 0 and "not learned in distribution" in r["verdict"] and "chance" in r["verdict"]
-    assert [w["retrieval_gain"] for w in analyze_longctx.gated([dict(rows[0], retrieval_gain=0.1, id_exact=0.5),
+    assert [w["retrieval_gain"] for w in longctx.gated([dict(rows[0], retrieval_gain=0.1, id_exact=0.5),
                                                                 dict(rows[0], retrieval_gain=0.1)])] == [None, 0.1]
-    r = analyze_longctx.retrieval_report([dict(w, id_exact=1.0) for w in rows])  # range 0.04, init sd 0.01: 4 sds
+    r = longctx.retrieval_report([dict(w, id_exact=1.0) for w in rows])  # range 0.04, init sd 0.01: 4 sds
     assert r["usable"] and r["spans_3sd"] and r["init_sd"] == pytest.approx(0.01)
-    r = analyze_longctx.retrieval_report([dict(w, id_exact=1.0, exact=w["exact"] - (0.02 if w["cell"] == "1000" else 0))
+    r = longctx.retrieval_report([dict(w, id_exact=1.0, exact=w["exact"] - (0.02 if w["cell"] == "1000" else 0))
                                   for w in rows])  # range 0.02 < 3 x 0.01
     assert not r["spans_3sd"] and "do not span" in r["verdict"]
     c = r["cells"][0]  # the binomial sampling CI of a mean over 3 runs of 130 samples each
     assert c["half_width"] == pytest.approx(1.96 * math.sqrt(sum(p * (1 - p) / 130 for p in (0.20, 0.21, 0.22))) / 3, rel=1e-3)
-    assert analyze_longctx.retrieval_report([dict(w, exact=None) for w in rows]) is None
+    assert longctx.retrieval_report([dict(w, exact=None) for w in rows]) is None
 
 
 def test_longctx_retrieval_learned_half_is_analysed_as_a_subfactorial():
@@ -430,20 +430,20 @@ def test_longctx_retrieval_learned_half_is_analysed_as_a_subfactorial():
     rows = []
     for cell in itertools.product((0, 1), repeat=4):
         c = "".join(map(str, cell))
-        feats = dict(zip(analyze_longctx.FEATURES, cell))
+        feats = dict(zip(longctx.FEATURES, cell))
         for seed in range(3):
             y = 0.4 - 0.2 * feats["qk_norm"] + 0.3 * feats["swa"] + 0.01 * (seed - 1) * (1 + int(c, 2) % 3)
             rows.append({"cell": c, "seed": seed, **feats, "exact": y, "retrieval": y, "exact_n": 130,
                          "id_exact": 1.0 if feats["short_ctx"] else 0.4})
-    r = analyze_longctx.retrieval_report(rows)
+    r = longctx.retrieval_report(rows)
     assert not r["usable"] and r["n_learned"] == 8
-    sub = analyze_longctx.learned_subfactorial(rows, r)
+    sub = longctx.learned_subfactorial(rows, r)
     assert sub["fixed"] == {"short_ctx": 1} and sub["features"] == ["qk_norm", "gqa", "swa"] and len(sub["cells"]) == 8
     eff = {e["feature"]: e["effect"] for e in sub["report"]["effects"]}
     assert eff == pytest.approx({"qk_norm": -0.2, "gqa": 0.0, "swa": 0.3}, abs=1e-9)
     assert sub["report"]["n"] == 24 and sub["spans_3sd"] and sub["cell_mean_range"] == pytest.approx(0.5)
     one_off = [dict(w, id_exact=0.4) if w["cell"] == "0011" else w for w in rows]  # a learned-half cell fails
-    assert analyze_longctx.learned_subfactorial(one_off, analyze_longctx.retrieval_report(one_off)) is None
+    assert longctx.learned_subfactorial(one_off, longctx.retrieval_report(one_off)) is None
 
 
 def write_json_run(folder, res, ev):
@@ -757,10 +757,10 @@ def test_one_rule_for_better_the_paired_t_test_over_three_seeds():
     a gap of at least the margin; every seed agreeing is not enough (two seeds), nor is a consistent gap on
     noisy seeds, nor a raw p < 0.05 that Holm lifts over the level (one of several tests)."""
     def decided(*pairs):
-        hyps = [stats.paired_hypothesis(f"h{i}", analyze_encodings.seed_diffs(dict(enumerate(a)), dict(enumerate(b))))
+        hyps = [stats.paired_hypothesis(f"h{i}", encodings.seed_diffs(dict(enumerate(a)), dict(enumerate(b))))
                 for i, (a, b) in enumerate(pairs)]
         return stats.decide_family(hyps)["hypotheses"]
-    verdict = analyze_encodings.family_verdict
+    verdict = encodings.family_verdict
     clear, = decided(([0.5, 0.6, 0.7], [0.1, 0.0, 0.2]))
     assert clear["p"] == pytest.approx(2 * scistats.t.sf(0.5 / (0.1 / math.sqrt(3)), 2))
     assert verdict(clear, "rope", 0.05) == "better than rope"
@@ -778,7 +778,7 @@ def test_one_rule_for_better_the_paired_t_test_over_three_seeds():
                   ([0.2, 0.3, 0.1], [0.2, 0.1, 0.3]), ([0.5, 0.4, 0.6], [0.5, 0.6, 0.4]))
     assert fam[0]["p_holm"] == pytest.approx(4 * clear["p"]) and not fam[0]["passed"]
     assert verdict(fam[0], "rope", 0.05).startswith("not distinguishable from rope (Δ +0.500, p=0.013, Holm p=0.052; detectable: ")
-    assert analyze_encodings.exploratory(stats.paired_acc({0: 0.5, 1: 0.6, 2: 0.7}, {0: 0.1, 1: 0.0, 2: 0.2})) == \
+    assert encodings.exploratory(stats.paired_acc({0: 0.5, 1: 0.6, 2: 0.7}, {0: 0.1, 1: 0.0, 2: 0.2})) == \
         "exploratory, outside the family (Δ +0.500, raw paired t p=0.013)"
 
 
@@ -909,7 +909,7 @@ def test_posenc_chunk_ablation_text_runs_compare_loss_past_training(tmp_path):
 
 
 def test_vs_baseline_pairs_a_cell_with_its_named_baseline(tmp_path):
-    """cells[].vs_baseline (analyze_encodings.BASELINES): lengen pairs the sinusoidal cell's score with NoPE's;
+    """cells[].vs_baseline (encodings.BASELINES): lengen pairs the sinusoidal cell's score with NoPE's;
     posenc pairs chunk attention's loss with SWAN's at every length, the verdict on the mean past
     training (lower is better); a cell without a baseline encoding has none."""
     lg_dir, pe_dir = tmp_path / "lengen", tmp_path / "posenc"
@@ -1078,7 +1078,7 @@ def test_power_mode_prints_the_detectable_effect_and_the_seeds_needed(tmp_path, 
 def test_model_choice_names_the_chosen_models_interactions():
     """The markdown says which model leave-one-cell-out picks; when it is the pairwise one, it names
     the interactions whose CI excludes 0 (and only those), and what the main effects then mean."""
-    import analyze_longctx as al
+    from studies import longctx as al
     pair = {"model": "pairwise", "coefs": [{"name": "swa", "est": -0.04, "lo": -0.05, "hi": -0.03},
                                             {"name": "swa:short_ctx", "est": -0.045, "lo": -0.07, "hi": -0.019},
                                             {"name": "qk_norm:gqa", "est": -0.01, "lo": -0.04, "hi": 0.01}]}

@@ -10,7 +10,7 @@ import analyze
 import cli
 import data
 import evaluate
-import export
+from tools import export
 import extend
 import train
 from conftest import write_corpus

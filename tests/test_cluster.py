@@ -1,4 +1,4 @@
-"""The paper grids on a cluster (issue 25): their cost before they run (sweep.sh --cost, cost.py), a
+"""The paper grids on a cluster (issue 25): their cost before they run (sweep.sh --cost, tools/cost.py), a
 graceful stop on SIGTERM / SIGUSR1 (train.py, DDP, extend.py, sweep.sh), and a write that fails on a
 full disk (one line, nothing finished lost, then --resume finishes with identical metrics).
 
@@ -26,10 +26,10 @@ import pytest
 from conftest import ROOT
 from test_faults import call, env, one_line, rows, run_main, spawn, strict_json, tree  # noqa: F401 (env: fixture)
 import cli
-import cost
+from tools import cost
 import data
 import evaluate
-import export
+from tools import export
 import extend
 import train
 from model import load_checkpoint
@@ -89,7 +89,7 @@ def test_cost_equals_the_hand_sum(tmp_path):
     for (name, c), (_, d) in zip(rows_, slow):  # 36 s per process: 0.01 h per step of the job
         assert d["gpu_hours"] - c["gpu_hours"] == pytest.approx(0.01 * {"a": 2, "b": 1, "c": 2}[name])
     chained, _ = cost.costs(lines, cost.CostConfig(mfu=0.5, gpu="A100", val_tokens=10000, startup=36, step_floor=0))
-    for (name, c), (_, d) in zip(rows_, chained):  # cli.py chain (sweep.sh's default): one process a job
+    for (name, c), (_, d) in zip(rows_, chained):  # tools/chain.py (sweep.sh's default): one process a job
         assert d["gpu_hours"] - c["gpu_hours"] == pytest.approx(0.01) and d["processes"] == 1
     fast, _ = cost.costs(lines, cost.CostConfig(mfu=0.5, gpu="A100", val_tokens=10000, step_floor=0, eval_speedup=2))
     for name, d in fast:  # evaluation FLOPs at twice the training rate

@@ -495,7 +495,7 @@ def test_algo_run_train_short_test_long(tmp_path, capsys):
 
 
 def test_short_val_loss_reused_from_result_json_is_the_evaluated_one(run_dir):
-    model, tc, _ = E.load_run(run_dir)
+    model, tc, _ = train.load_run(run_dir)
     corpus = data.corpus_of(tc)
     reused = E.short_val_loss(model, corpus, 32, E.EvalConfig(run=run_dir), "cpu")
     fresh = E.short_val_loss(model, corpus, 32, E.EvalConfig(run=run_dir, ckpt="warmdown"), "cpu")

@@ -1,4 +1,4 @@
-"""export.py: the integer artefact (exact reload, every clip rule, sizes) and its command line."""
+"""tools/export.py: the integer artefact (exact reload, every clip rule, sizes) and its command line."""
 import json
 import os
 import subprocess
@@ -8,17 +8,17 @@ import pytest
 import torch
 
 from conftest import ROOT, tiny_config
-import export
+from tools import export
 import quant
 import data
 import train
-from evaluate import load_run
+from train import load_run
 from model import GPT, evaluate
 from test_quant import CLIPS, randomised, small_config, tokens
 
 
 def write(model, path, bits=None, clip=None, keep="fp32", xz=False):
-    """export.py's artefact of model at path; returns its sizes (as the command records them)."""
+    """tools/export.py's artefact of model at path; returns its sizes (as the command records them)."""
     import lzma
     raw, sizes = export.artefact_bytes(model, bits or model.config.bits, clip or model.config.clip, keep)
     data = lzma.compress(raw) if xz else raw
@@ -91,7 +91,7 @@ def test_cli_export_and_grid_probe(int4_run, tmp_path, capsys):
     cfg, result, _ = int4_run
     before = open(os.path.join(cfg.out_dir, "result.json")).read()
     out = str(tmp_path / "model_int4.pt")
-    r = run_cli("export.py", cfg.out_dir, "--out", out)  # the real entry point
+    r = run_cli("tools/export.py", cfg.out_dir, "--out", out)  # the real entry point
     assert r.returncode == 0, r.stderr
     assert "fp16" in r.stdout and "recorded deployed" in r.stdout and "diff +0.00e+00" in r.stdout, r.stdout
     rec = json.load(open(os.path.join(cfg.out_dir, "export.json")))
@@ -117,7 +117,7 @@ def test_cli_export_and_grid_probe(int4_run, tmp_path, capsys):
     ["--out", "RUN/ckpt.pt"], ["--out", "RUN"],
 ])
 def test_cli_bad_input_one_line_error(int4_run, args, capsys):
-    """export.py's main in process: the command line's own path (cli_main) without an interpreter start."""
+    """tools/export.py's main in process: the command line's own path (cli_main) without an interpreter start."""
     from test_faults import call, one_line
     cfg, _, _ = int4_run
     files = {n: open(os.path.join(cfg.out_dir, n), "rb").read() for n in os.listdir(cfg.out_dir)

@@ -1,4 +1,4 @@
-"""export.py --format hf: every supported family reloads in transformers with our logits, the tokenizer
+"""tools/export.py --format hf: every supported family reloads in transformers with our logits, the tokenizer
 gives tiktoken's ids, a QAT run exports its deployed model, and every unsupported flag is refused."""
 import json
 import os
@@ -14,9 +14,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing may be downloaded
 
 from conftest import ROOT, tiny_config
 import data
-import export
+from tools import export
 import train
-from evaluate import config_from_checkpoint, load_run
+from train import config_from_checkpoint, load_run
 from model import GPT, GPTConfig, load_checkpoint, save_checkpoint
 from quant import fake_quant
 from test_quant import randomised
@@ -155,7 +155,7 @@ def test_tokenizer_gives_tiktoken_ids(vocab, tmp_path):
 # ---------------------------------------------------------------- the command line
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, os.path.join(ROOT, "export.py"), *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, os.path.join(ROOT, "tools/export.py"), *args], capture_output=True, text=True,
                           cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"})
 
 
@@ -294,7 +294,7 @@ def test_every_paper_longctx_cell_shape_exports(enc512, tmp_path):
 
 
 def test_hf_refuses_a_positional_kind_it_does_not_know():
-    """export.py lists what transformers computes (HF_POS), not what it refuses: a kind it has never
+    """tools/export.py lists what transformers computes (HF_POS), not what it refuses: a kind it has never
     heard of (a new encoding not yet mapped) is refused, as are the kinds of model.py outside HF_POS."""
     from types import SimpleNamespace as NS
     import model

@@ -37,7 +37,7 @@ from conftest import ROOT, write_corpus
 import analyze
 import data
 import evaluate
-import export
+from tools import export
 import extend
 import train
 from model import load_checkpoint

@@ -203,7 +203,7 @@ def test_hope_model_uses_hope_tables():
     m = model(pos="hope", hope_cutoff=8)
     pe = m.positions(16, "cpu")
     cos, sin = m.rope_cos_sin(16, "cpu", hope=True)
-    assert torch.equal(pe[("hope", True)][0], cos) and torch.equal(pe[("hope", True)][1], sin)
+    assert torch.equal(pe["layers"][0][0], cos) and torch.equal(pe["layers"][0][1], sin)
     q, k, _, q0, k0 = m.blocks[0].attn.qkv(torch.randn(1, 16, 32), pe)
     assert torch.equal(q, apply_rope(q0, cos, sin)) and torch.equal(k, apply_rope(k0, cos, sin))
 
@@ -225,7 +225,7 @@ def test_expe_dims_equal_linear_position_function():
         assert torch.equal(t[..., :3], want.expand_as(t[..., :3]))
         assert torch.equal(t[..., 3:], t0[..., 3:])  # the rest untouched (no rotation)
     # default slope: 1 / block_size
-    pe = model(pos="expe", expe_on="qk").positions(T, "cpu")["expe"]
+    pe = model(pos="expe", expe_on="qk").positions(T, "cpu")["layers"][0]
     assert torch.allclose(pe[:, 0], 1.0 + torch.arange(T) / 32)
 
 

@@ -15,7 +15,7 @@ from scipy import stats as scistats
 
 from conftest import ROOT
 import analyze
-import analyze_qat
+from studies import qat
 import train
 from model import GPT
 
@@ -262,9 +262,9 @@ def test_int4_transition_follows_ref_warmdown():
     cell = {0.1: {s: 3.0 + e for s, e in seeds.items()}, 0.33: {s: 2.9 + e for s, e in seeds.items()},
             0.6: {s: 3.2 + e / 2 for s, e in seeds.items()}}
     at_best = {("", 4, "14K"): cell}
-    t = analyze_qat.int4_transition(at_best, {"14K": 0})[0]
+    t = qat.int4_transition(at_best, {"14K": 0})[0]
     assert (t["ref_warmdown"], t["short_warmdown"]) == (0.33, 0.1) and t["rows"][0]["z"] > 0
-    t = analyze_qat.int4_transition(at_best, {"14K": 0}, ref=0.6)[0]
+    t = qat.int4_transition(at_best, {"14K": 0}, ref=0.6)[0]
     assert t["ref_warmdown"] == 0.6 and t["rows"][0]["z"] < 0 and t["rows"][0]["mean_diff"] == pytest.approx(-0.2)
     # the paired t test on n - 1 dof, with its interval (no z >= 3 rule)
     assert t["rows"][0]["p"] == pytest.approx(scistats.ttest_rel(list(cell[0.1].values()), list(cell[0.6].values())).pvalue)
@@ -275,12 +275,12 @@ def test_fp16_meets_int4_at_the_lrs_int4_was_run_at():
     """The paper probes run INT4 at LR 1 only while FP16 has several LRs: FP16's best warmdown and the
     interaction beside INT4 come from FP16 at LR 1 too, not from its best of all LRs. Planted: FP16 is
     best at wd 0.1 with LR 0.5 (its lowest losses overall) and at wd 0.33 with LR 1; INT4 (LR 1) at 0.33."""
-    import analyze_qat
+    from studies import qat
     loss = {(16, 0.5, 0.1): 3.0, (16, 0.5, 0.33): 3.2, (16, 1.0, 0.1): 3.4, (16, 1.0, 0.33): 3.3,
             (4, 1.0, 0.1): 3.6, (4, 1.0, 0.33): 3.5}
     recs = [dict(variant="probe", bits=b, size="50M", lr=lr, warmdown=w, seed=sd, loss=y + 0.01 * ((sd * 7 + b) % 3))
             for (b, lr, w), y in loss.items() for sd in range(3)]
-    rep = analyze_qat.qat_report(recs, {"50M": 0})
+    rep = qat.qat_report(recs, {"50M": 0})
     v = {c["bits"]: c for c in rep["verdict"]}
     assert v[16]["best_warmdown"] == 0.1 and v[4]["best_warmdown"] == 0.33
     assert v[4]["fp16_best_warmdown"] == 0.33 and v[4]["same_as_fp16"] and v[4]["fp16_lrs"] == [1.0]

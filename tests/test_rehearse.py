@@ -1,4 +1,4 @@
-"""The paper grids' rehearsal (SCALE=paper REHEARSE=1 bash sweep.sh STUDY, rehearse.py): the one rule
+"""The paper grids' rehearsal (SCALE=paper REHEARSE=1 bash sweep.sh STUDY, tools/rehearse.py): the one rule
 that shrinks every line, every rehearsal step accepted by its script, one line of each kind of each
 study run for real, the pack runner and the outcome table."""
 import json
@@ -12,7 +12,8 @@ import pytest
 
 from conftest import ROOT
 
-import rehearse
+from tools import rehearse
+from studies.longctx import OUTCOMES as LONGCTX_OUTCOMES, RETRIEVAL
 import train
 from model import SIZES
 
@@ -128,7 +129,7 @@ def prepared(tmp_path_factory):
 
 @pytest.mark.parametrize("study", STUDIES)
 def test_one_line_of_each_kind_runs(tmp_path, prepared, study):
-    """Lines of the study's rehearsal run to their end through rehearse.py pack, as the rehearsal runs
+    """Lines of the study's rehearsal run to their end through tools/rehearse.py pack, as the rehearsal runs
     them: with REHEARSE_KINDS=all one line of each kind (qat, qat-probes, lengen whole; posenc and
     longctx, whose evaluations at 8-16x the context take minutes on 2 cores, their training steps, one
     per kind), by default the first kind of qat, qat-probes and lengen only, to keep the suite in its
@@ -144,7 +145,7 @@ def test_one_line_of_each_kind_runs(tmp_path, prepared, study):
     py = sys.executable
     pack = tmp_path / "pack.txt"
     pack.write_text("".join(re.sub(r"(^| && )python ", rf"\g<1>{py} ", l) + "\n" for l in lines))
-    p = subprocess.run([py, "rehearse.py", "pack", str(pack)], cwd=ROOT, capture_output=True, text=True,
+    p = subprocess.run([py, "tools/rehearse.py", "pack", str(pack)], cwd=ROOT, capture_output=True, text=True,
                        timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert p.stdout.count("# done line") == len(lines) > 0
@@ -175,7 +176,7 @@ def test_pack_goes_on_after_a_failed_line(tmp_path):
     pack = tmp_path / "pack.txt"
     py = sys.executable
     pack.write_text(f"{py} {bad}\n{py} {crash}\n{py} {ok} {tmp_path / 'a'} && {py} {ok} {tmp_path / 'b'}\n")
-    p = subprocess.run([py, os.path.join(ROOT, "rehearse.py"), "pack", str(pack)], capture_output=True, text=True,
+    p = subprocess.run([py, os.path.join(ROOT, "tools/rehearse.py"), "pack", str(pack)], capture_output=True, text=True,
                        timeout=60, cwd=ROOT)
     assert p.returncode == 1
     assert "FAILED (exit 3) line 1" in p.stdout and "FAILED (exit 1) line 2" in p.stdout and "boom" in p.stderr
@@ -202,23 +203,24 @@ def test_outcomes_fail_when_empty_or_missing(tmp_path, capsys):
 
 
 def test_fit_sizes_are_the_names_the_analysis_gives_rehearsal_runs(tmp_path):
-    """analyze.py labels a run by its size and overridden width (studyio.size_label), so the penalty
+    """analyze.py labels a run by its size and overridden width (common.size_label), so the penalty
     law's fit sizes that sweep.sh passes in a rehearsal carry the rule's width."""
-    import studyio
-    src = open(SWEEP).read()
+    from studies import common
+    src = open(os.path.join(ROOT, "tools", "sweep_lib.sh")).read()  # the rehearsal machinery sweep.sh sources
     funcs = "\n".join(re.search(rf"^{f}\(\) \{{.*?^\}}", src, re.M | re.S).group(0) for f in ("size_heads", "rehearse_sizes"))
     out = subprocess.run(["bash", "-c", f"{funcs}\nHERE={shlex.quote(ROOT)}; rehearse_sizes 15M,100M"],
                          capture_output=True, text=True, timeout=30).stdout.strip()
     line = next(l for l in dry(tmp_path, "qat", REHEARSE="1") if "--size 100M" in l)
     cfg = train.parse_args(shlex.split(line)[2:])
-    label = studyio.size_label({"size": cfg.size, **cfg.model})
+    label = common.size_label({"size": cfg.size, **cfg.model})
     assert out.split(",") == ["15M[n_embd=48]", label] and label == "100M[n_embd=96]"
 
 
 def test_longctx_outcomes_tell_values_from_design(tmp_path, capsys):
     """An outcome empty because barely trained models have no key tokens is listed as refused on
     values; one empty for any other reason (here: no retrieval cells at all) fails."""
-    o = {k: {"n": 4, "cells": [{"mean": 0.1}]} for k in ("loss", "gap", "gain_parent", "gain_free", "gain_more")}
+    # every outcome the analysis defines has values, except LongPPL's two and the gated retrieval ones
+    o = {k: {"n": 4, "cells": [{"mean": 0.1}]} for k in LONGCTX_OUTCOMES if k not in RETRIEVAL + ("longppl", "key_frac")}
     o["key_frac"] = {"n": 4, "cells": [{"mean": 0.0}, {"mean": 0.0}]}
     o["longppl"] = {"n": 0}
     lc = {"outcomes": o, "empty_outcomes": ["longppl"], "gain": [{"gain_parent": {"n": 4}}],

@@ -1,4 +1,4 @@
-"""Tests for stats.py: the statistics against hand-worked numbers and planted effects."""
+"""Tests for studies/stats.py: the statistics against hand-worked numbers and planted effects."""
 import itertools
 import math
 import os
@@ -9,7 +9,7 @@ import pytest
 from scipy import stats as scistats
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-import stats  # noqa: E402
+from studies import stats  # noqa: E402
 
 # t_{0.975, 2} = 0.95 * sqrt(2 / (4 * 0.975 * 0.025)) in closed form for 2 dof (as scipy.stats.t.ppf gives it)
 T975_DF2 = 4.302652729749464

@@ -14,9 +14,12 @@ import pytest
 from conftest import ROOT
 
 import train
-from model import GPT
+from model import GPT, MODEL_WIDE_POS, POS_KINDS
 
 SWEEP = os.path.join(ROOT, "sweep.sh")
+# the encodings the length-generalisation grids compare: model.py's, but learned (which no study compares), and SWAN
+ENCODINGS = set(POS_KINDS) | set(MODEL_WIDE_POS) - {"learned"} | {"swan"}
+N_ENC = len(ENCODINGS)  # 7: rope nope alibi hope expe sinusoidal swan
 
 STUB = r"""#!/usr/bin/env bash
 # fake python: records "CUDA_VISIBLE_DEVICES|OMP_NUM_THREADS|args", then fakes the run's outputs
@@ -34,7 +37,7 @@ case $script in
      [[ -n ${STUB_SLOW:-} && $* == *"$STUB_SLOW"* ]] && sleep 1
      mkdir -p "$out"; echo '{"status": "done"}' > "$out/result.json.tmp" && mv "$out/result.json.tmp" "$out/result.json" ;;
   *evaluate.py) echo '{"score": 1}' > "${eval_out:-$1/eval.json}" ;;
-  *cli.py) [[ $1 == chain ]] && exec bash -c "$2" ;;  # the job's steps, each a stub call of its own
+  *chain.py) exec bash -c "$1" ;;  # the job's steps, each a stub call of its own
 esac
 exit 0
 """
@@ -50,13 +53,13 @@ COUNTS = {  # (study, scale) -> lines of the full grid
     ("qat-probes", "paper"): 54 + 18 + 36 + 135 + 320 - 12,
     ("longctx", "tiny"): 2 * 2 * 2 * 2 * 3,         # qk_norm x GQA x SWA x context x 3 seeds
     ("longctx", "paper"): 1 + 2 * 2 * 2 * 2 * 5 * 2,  # the LongPPL evaluator, 5 seeds, a second-pass line per cell
-    # (6 --pos + swan + chunk) x 3 seeds x (text, passkey) + 3 chunk ablations x 3 seeds (passkey)
-    ("posenc", "tiny"): 8 * 3 * 2 + 3 * 3 * 2,
-    ("posenc", "paper"): 8 * 10 * 2,                # text and passkey runs, 10 seeds (power under Holm)
-    # 3 tasks x (6 --pos + swan) x seeds + parity/rope x seeds + the threshold sweep: 3 tasks x
+    # (encodings + chunk) x 3 seeds x (text, passkey) + 3 chunk ablations x 3 seeds (passkey)
+    ("posenc", "tiny"): (N_ENC + 1) * 3 * 2 + 3 * 3 * 2,
+    ("posenc", "paper"): (N_ENC + 1) * 10 * 2,      # text and passkey runs, 10 seeds (power under Holm)
+    # 3 tasks x encodings x seeds + parity/rope x seeds + the threshold sweep: 3 tasks x
     # (3 depths x 3 lengths - the main grid's recipe run at 16) x 3 seeds
-    ("lengen", "tiny"): 3 * 7 * 3 + 3 + 3 * 8 * 3,
-    ("lengen", "paper"): 8 * 8 * 10 + 3 * 11 * 10,  # tasks x (6 --pos + swan + chunk) x 10 seeds + threshold
+    ("lengen", "tiny"): 3 * N_ENC * 3 + 3 + 3 * 8 * 3,
+    ("lengen", "paper"): 8 * (N_ENC + 1) * 10 + 3 * 11 * 10,  # tasks x (encodings + chunk) x 10 seeds + threshold
 }
 N_QAT = COUNTS[("qat", "tiny")]  # the tiny grid the pool tests run with the stub
 
@@ -302,7 +305,7 @@ def test_retrieval_is_exact_match_on_samples_sized_for_the_ci(env, study):
     a 95% CI half-width <= 0.05 (z^2 / 4 / (0.05^2 seeds) samples per run and length); the tiny
     longctx runs pretrain on a documented passkey mix (a task that fits their context); the paper
     posenc grid has passkey-trained runs like tiny."""
-    import stats
+    from studies import stats
     for scale in ("tiny", "paper") if study == "longctx" else ("paper",):  # tiny posenc: 24 samples (its README)
         lines = sweep(env, "-n", study, SCALE=scale).stdout.splitlines()
         cells = lines[1:] if (study, scale) == ("longctx", "paper") else lines  # not the LongPPL evaluator's seed
@@ -369,7 +372,6 @@ def paper_longctx_joined(lines):
 
 def test_posenc_and_lengen_grids(env):
     lines = sweep(env, "-n", "posenc").stdout.splitlines()
-    from model import MODEL_WIDE_POS, POS_KINDS  # every encoding of model.py but learned (no study compares it)
     assert {flag(train_steps(l), "--pos") for l in lines} == {*POS_KINDS, *MODEL_WIDE_POS, None} - {"learned"}
     assert any("--swan true" in l for l in lines) and any("--chunk_layers" in l for l in lines)
     kinds = {}
@@ -390,7 +392,7 @@ def test_posenc_and_lengen_grids(env):
     ablations = {k for k in kinds["passkey"] if k[3]}  # one principle removed at a time, 3 seeds, both recipes
     assert {k[3] for k in ablations} == {("--chunk_encoder",), ("--chunk_bypass",), ("--chunk_dense_train",)}
     assert len(ablations) == 9 and all(k[2] == "1" for k in ablations)
-    assert len(kinds["text"]) == 33 and kinds["text"] == kinds["passkey"]
+    assert len(kinds["text"]) == (N_ENC + 1) * 3 + 9 and kinds["text"] == kinds["passkey"]  # (encodings + chunk) x 3 + ablations
     lines = sweep(env, "-n", "lengen").stdout.splitlines()
     cells, thr = {}, {}
     for l in lines:
@@ -408,7 +410,7 @@ def test_posenc_and_lengen_grids(env):
     assert {t for t, _ in cells} == {"copy", "sort", "parity_scratch", "parity"}
     assert all(len(s) >= 3 for s in cells.values())  # >= 3 seeds per cell
     for t in ("copy", "sort", "parity_scratch"):
-        assert {e for tt, e in cells if tt == t} == {"rope", "nope", "alibi", "hope", "expe", "sinusoidal", "swan"}
+        assert {e for tt, e in cells if tt == t} == ENCODINGS  # every encoding of model.py, and SWAN
     recipe = {"copy": "3", "sort": "3", "parity_scratch": "4"}
     assert set(thr) == {(t, d) for t in recipe for d in ("1", "2", recipe[t])}
     for (t, d), by_n in thr.items():  # the main grid's recipe run supplies N = 16 at the recipe's depth
@@ -591,7 +593,7 @@ def test_bad_input_one_line_exit_2(env, args, extra, msg):
 
 
 def test_chain_runs_a_jobs_steps_in_one_process(tmp_path):
-    """cli.py chain (the runner of a job's steps): each step is a __main__ of its own with its own
+    """tools/chain.py (the runner of a job's steps): each step is a __main__ of its own with its own
     argv, all in one process (a later step sees what an earlier one imported), and the first
     failure ends the job with its status; a line with another kind of step runs in bash."""
     import sys
@@ -600,9 +602,9 @@ def test_chain_runs_a_jobs_steps_in_one_process(tmp_path):
     (tmp_path / "b.py").write_text("import sys, os\nopen(sys.argv[1], 'w').write(f'{os.getpid()} '"
                                    "+ str('chain_mark' in sys.modules))\n")
     (tmp_path / "fail.py").write_text("import sys\nsys.exit(3)\n")
-    py, cli = shlex.quote(sys.executable), os.path.join(ROOT, "cli.py")
+    py, chain = shlex.quote(sys.executable), os.path.join(ROOT, "tools", "chain.py")
     step = lambda script, *args: " ".join([py, str(tmp_path / script), *map(str, args)])
-    run = lambda line: subprocess.run([sys.executable, cli, "chain", line], capture_output=True, text=True, timeout=60)
+    run = lambda line: subprocess.run([sys.executable, chain, line], capture_output=True, text=True, timeout=60)
     p = run(" && ".join([step("a.py", tmp_path / "a.out", "x"), step("b.py", tmp_path / "b.out")]))
     assert p.returncode == 0, p.stderr
     (pa, arg), (pb, seen) = (tmp_path / "a.out").read_text().split(), (tmp_path / "b.out").read_text().split()
@@ -677,7 +679,6 @@ def test_paper_listing_and_pricing_need_no_prepared_data(env, tmp_path):
 def test_sweep_encoding_lists_are_model_pys():
     """The variants' loops of grid_posenc and grid_lengen run every positional encoding of model.py
     (POS_KINDS, MODEL_WIDE_POS but learned, which no study compares) and no other."""
-    from model import MODEL_WIDE_POS, POS_KINDS
     text = open(os.path.join(ROOT, "sweep.sh")).read()
     loops = re.findall(r'for v in ("rope:--pos rope".*?); do', text, re.S)
     assert len(loops) == 2  # grid_posenc and grid_lengen
@@ -688,7 +689,7 @@ def test_sweep_encoding_lists_are_model_pys():
 
 
 def test_paper_longctx_post_exports_every_main_recipe_model(env):
-    """SCALE=paper --post longctx: after the analysis, export.py --format hf on every finished
+    """SCALE=paper --post longctx: after the analysis, tools/export.py --format hf on every finished
     main-recipe extension (HELMET / RULER run on them, outside this project), not the LongPPL
     evaluator's, not one already exported; tiny --post exports nothing."""
     lines = sweep(env, "--dry-run", "longctx", SCALE="paper").stdout.splitlines()
@@ -702,11 +703,11 @@ def test_paper_longctx_post_exports_every_main_recipe_model(env):
     os.makedirs(os.path.join(mains[0], "hf"))
     open(os.path.join(mains[0], "hf", "config.json"), "w").write("{}")
     assert sweep(env, "--post", "longctx", SCALE="paper").returncode == 0
-    got = sorted(a[0] for _, _, a in calls(env, "export.py"))
+    got = sorted(a[0] for _, _, a in calls(env, "tools/export.py"))
     assert got == sorted(m for m in mains[1:5] if m not in evaluator)
-    assert all(a[1:] == ["--format", "hf"] for _, _, a in calls(env, "export.py"))
+    assert all(a[1:] == ["--format", "hf"] for _, _, a in calls(env, "tools/export.py"))
     os.remove(env["STUB_LOG"])
-    assert sweep(env, "--post", "longctx").returncode == 0 and not calls(env, "export.py")
+    assert sweep(env, "--post", "longctx").returncode == 0 and not calls(env, "tools/export.py")
 
 
 def test_publish_writes_the_analysis_into_results(env, tmp_path):
@@ -731,8 +732,8 @@ def test_publish_writes_the_analysis_into_results(env, tmp_path):
 
 def test_sweep_qat_reference_warmdown_is_the_analysis():
     """sweep.sh's reference and short warmdowns are the ones the analysis measures the penalty law at and
-    tests the INT4 transition with (analyze_qat.REF_WARMDOWN, SHORT_WARMDOWN): one value each."""
-    import analyze_qat
+    tests the INT4 transition with (qat.REF_WARMDOWN, SHORT_WARMDOWN): one value each."""
+    from studies import qat
     text = open(os.path.join(ROOT, "sweep.sh")).read()
     ref, short = re.search(r"^QAT_REF=([\d.]+); QAT_SHORT=([\d.]+)$", text, re.M).groups()
-    assert (float(ref), float(short)) == (analyze_qat.REF_WARMDOWN, analyze_qat.SHORT_WARMDOWN)
+    assert (float(ref), float(short)) == (qat.REF_WARMDOWN, qat.SHORT_WARMDOWN)

@@ -20,7 +20,8 @@ import quant
 import tasks
 import train
 from model import evaluate, load_checkpoint
-from evaluate import load_run
+from train import load_run
+from tools.chain import chain
 from conftest import ROOT, tiny_config
 
 
@@ -189,7 +190,7 @@ def test_compiled_algo_run_compiles_once(tmp_path, counted_compile):
 
 
 def test_chained_compiled_runs_stay_under_the_recompile_limit(tmp_path, counted_compile):
-    """Ten sliding-window runs of 3 steps at ten context lengths in one process (cli.py chain, as a
+    """Ten sliding-window runs of 3 steps at ten context lengths in one process (tools/chain.py, as a
     sweep job runs its steps): each run compiles its blocks afresh (compile_blocks resets dynamo).
     With one cache shared by the runs, only the first run's 3 steps ran compiled code (measured
     without the reset); now every forward of the 30 steps does."""
@@ -201,7 +202,7 @@ def test_chained_compiled_runs_stay_under_the_recompile_limit(tmp_path, counted_
              f"--out_dir {tmp_path / f'r{i}'}" for i in range(10)]
     handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGUSR1, signal.SIGHUP)}
     try:
-        assert cli.chain(" && ".join(steps)) == 0
+        assert chain(" && ".join(steps)) == 0
     finally:
         for s, h in handlers.items():
             signal.signal(s, h)
@@ -239,16 +240,16 @@ def test_muon_and_adamw_parameter_groups(tmp_path):
 
 # ---------------------------------------------------------------- tokenizer and cache
 
-@pytest.mark.parametrize("script", ["train.py", "evaluate.py", "extend.py", "export.py"])
+@pytest.mark.parametrize("script", ["train.py", "evaluate.py", "extend.py", "tools/export.py"])
 def test_every_flag_has_help_text(script):
     """--help of every script comes from its dataclasses' field metadata (cli.flag): each flag shows."""
     import dataclasses
     import evaluate
-    import export
+    from tools import export
     import extend
     from model import GPTConfig
     classes = {"train.py": (train.TrainConfig, GPTConfig), "evaluate.py": (evaluate.EvalConfig,),
-               "extend.py": (extend.ExtendConfig,), "export.py": (export.ExportConfig,)}[script]
+               "extend.py": (extend.ExtendConfig,), "tools/export.py": (export.ExportConfig,)}[script]
     p = subprocess.run([sys.executable, os.path.join(ROOT, script), "--help"], capture_output=True, text=True,
                        timeout=60)
     assert p.returncode == 0

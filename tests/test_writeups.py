@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from studyio import VERDICTS_BEGIN, VERDICTS_END, with_verdicts
+from studies.common import VERDICTS_BEGIN, VERDICTS_END, with_verdicts
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "results")
 STUDIES = sorted(d for d in os.listdir(ROOT) if os.path.isfile(os.path.join(ROOT, d, "analysis.json")))
@@ -101,7 +101,7 @@ def test_analyze_verdicts_rewrites_only_the_section(tmp_path):
 
 def test_a_null_says_what_it_could_detect_or_why_not():
     """Beside every null: its detectable effect, or (every seed's contrast equal, sd 0) why there is none."""
-    from studyio import null_power
+    from studies.common import null_power
     assert null_power({"mde": 0.0421}) == "; detectable: 0.0421"
     assert "sd 0" in null_power({"mde": None, "sd": 0.0})
     assert null_power({"mde": None, "sd": None}) == ""  # a model test without a per-seed contrast

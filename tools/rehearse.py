@@ -2,10 +2,10 @@
 The paper grids' rehearsal on CPU (SCALE=paper REHEARSE=1 bash sweep.sh STUDY; the rule that shrinks
 every line is sweep.sh's rehearse_lines). Two commands that sweep.sh calls:
 
-    python rehearse.py pack FILE             run FILE's grid lines one after the other in this process
-    python rehearse.py outcomes STUDY DIR    each outcome of STUDY in DIR/analysis.json with its runs
+    python tools/rehearse.py pack FILE             run FILE's grid lines one after the other in this process
+    python tools/rehearse.py outcomes STUDY DIR    each outcome of STUDY in DIR/analysis.json with its runs
 
-pack: each line runs as `python cli.py chain LINE` runs it (every script in a fresh __main__), so a
+pack: each line runs as `python tools/chain.py LINE` runs it (every script in a fresh __main__), so a
 pack pays Python's and torch's start-up once for many lines; a failed line is reported and the next
 one runs (the rehearsal looks for every trap, not the first). Exit 1 if any line failed.
 
@@ -21,8 +21,10 @@ import sys
 import time
 import traceback
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from anywhere: the project's libraries
 import cli
-from analyze_longctx import OUTCOMES as LONGCTX_OUTCOMES, RETRIEVAL
+from tools.chain import chain
+from studies.longctx import OUTCOMES as LONGCTX_OUTCOMES, RETRIEVAL
 
 # Words of the analyses' refusals that come from the numbers (untrained models), not from the design
 NO_KEYS = "no key tokens in any run (key-token share 0): LongPPL has no value"  # barely trained models: a value, not a design fault
@@ -30,7 +32,7 @@ VALUE_WORDS = ("positive", "learned in distribution", "not learned", "gate", "na
 
 
 def run_pack(path):
-    """Every line of the file, in order, through cli.chain in this process -> exit status."""
+    """Every line of the file, in order, through tools/chain.py's chain in this process -> exit status."""
     with open(path) as f:
         lines = [l.rstrip("\n") for l in f if l.strip()]
     failed = []
@@ -38,10 +40,10 @@ def run_pack(path):
         t0 = time.time()
         print(f"# [{i}/{len(lines)}] {line}", flush=True)
         if any(not s.split()[1:2] or not s.split()[1].endswith(".py") for s in line.split(" && ")):
-            code = os.system(line) and 1  # not python steps only: a shell (cli.chain would exec it)
+            code = os.system(line) and 1  # not python steps only: a shell (chain would exec it)
         else:
             try:
-                code = cli.chain(line)
+                code = chain(line)
             except Exception:  # a crash of a step (a traceback, as its own process would print): next line
                 traceback.print_exc()
                 code = 1
@@ -160,7 +162,7 @@ def _by_length(field, training):
 def _exports(folder):
     """longctx: main-recipe extensions (RUN-ntkT-f0.05, not the LongPPL evaluator's, seed 100 as
     sweep.sh's EVAL_SEED) with an hf folder,
-    which export.py writes only after its logits check passed."""
+    which tools/export.py writes only after its logits check passed."""
     import glob
     runs = [r for r in glob.glob(os.path.join(folder, "*-ntk*-f0.05")) if not r.split("-ntk")[0].endswith("_s100")]
     done = [r for r in runs if os.path.exists(os.path.join(r, "hf", "config.json"))]
@@ -188,7 +190,7 @@ OUTCOMES = {
     "qat-probes": QAT + [("INT4 transition size (qat.int4_transition)", _int4_transition),
                          ("penalty law in size and tokens (penalty_law.laws_nd)", _laws("laws_nd")),
                          ("probe variants against the main recipe (penalty_law.variant_contrasts)", _contrasts)],
-    # every outcome the analysis defines (analyze_longctx.OUTCOMES: one list), then the recipes' gains
+    # every outcome the analysis defines (longctx.OUTCOMES: one list), then the recipes' gains
     "longctx": [(f"{k} (longctx.outcomes.{k})", _longctx(k)) for k in LONGCTX_OUTCOMES]
                + [("gain of each extension recipe (longctx.gain)", _longctx_gain),
                   ("retrieval exact match, gated per run (longctx.retrieval)", _longctx_retrieval)],
@@ -238,7 +240,7 @@ def main(argv):
         return run_pack(argv[1])
     if argv[:1] == ["outcomes"] and len(argv) == 3 and argv[1] in OUTCOMES:
         return 1 if list_outcomes(argv[1], argv[2]) else 0
-    print("usage: python rehearse.py pack FILE | outcomes STUDY FOLDER (studies: " + ", ".join(OUTCOMES) + ")",
+    print("usage: python tools/rehearse.py pack FILE | outcomes STUDY FOLDER (studies: " + ", ".join(OUTCOMES) + ")",
           file=sys.stderr)
     return 2
 

@@ -7,10 +7,10 @@ import copy
 import os
 from collections import defaultdict
 
-from stats import BETTER_LEVEL, MIN_SEEDS, paired_acc, paired_hypothesis, seed_stats
-from studyio import (dget, f, family_md, figures, no_data, num, paired_cell, parse_int, pm, run_kind, table,
+from studies.stats import BETTER_LEVEL, MIN_SEEDS, paired_acc, paired_hypothesis, seed_stats
+from studies.common import (dget, f, family_md, figures, no_data, num, paired_cell, parse_int, pm, run_kind, table,
                      variant_fields)
-from analyze_encodings import (BASELINES, ENCODING_KEYS, ENCODING_ORDER, Family, by_length_panel, cells_by_seed,
+from studies.encodings import (BASELINES, ENCODING_KEYS, ENCODING_ORDER, Family, by_length_panel, cells_by_seed,
                                encoding, family_verdict, hope_pairs, per_seed, seed_diffs)
 
 

@@ -4,7 +4,7 @@ evaluation FLOPs, the bytes of checkpoints it keeps, and GPU-hours at a stated M
 
     bash sweep.sh --cost qat                            # the tiny grid (sweep.sh feeds its lines here)
     SCALE=paper MFU=0.4 GPU=H100 bash sweep.sh --cost longctx
-    SCALE=paper bash sweep.sh --dry-run qat | python cost.py    # any list of job lines
+    SCALE=paper bash sweep.sh --dry-run qat | python tools/cost.py    # any list of job lines
 
 Input: one job a line ("NAME<TAB>COMMAND" or the command alone), steps joined by ' && ' as sweep.sh
 writes them: train.py, extend.py and evaluate.py with their own flags (parsed by their own parsers,
@@ -40,6 +40,7 @@ import sys
 import types
 from dataclasses import dataclass
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from anywhere: the project's libraries
 import cli
 import evaluate
 import extend
@@ -301,7 +302,7 @@ def costs(lines, cc):
     for i, line in enumerate(lines, 1):
         name, _, cmd = line.rpartition("\t")
         c = job_cost(cmd, cc.val_tokens, known)
-        c["processes"] = 1 if cc.chain else c["processes"]  # cli.py chain: one process runs every step
+        c["processes"] = 1 if cc.chain else c["processes"]  # tools/chain.py: one process runs every step
         c["gpu_hours"] = (gpu_hours(c["train_flops"], cc.mfu, peak, c["steps"], cc.step_floor, cc.jobs_per_gpu,
                                     c["eval_flops"], cc.eval_speedup) + c["processes"] * cc.startup / 3600)
         c["floor_bound"] = c["steps"] * cc.step_floor / cc.jobs_per_gpu > 3600 * gpu_hours(

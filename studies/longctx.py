@@ -8,9 +8,9 @@ from collections import defaultdict
 
 import numpy as np
 
-from stats import (binomial_half_width, decide_family, factorial_design, loo_r2, model_hypothesis, nested_f, ols,
+from studies.stats import (binomial_half_width, decide_family, factorial_design, loo_r2, model_hypothesis, nested_f, ols,
                    paired_hypothesis, pearson, remove_one, samples_for_ci, sd1, spearman, t_half_width)
-from studyio import (ci, dget, f, family_md, figures, lineage_root, no_data, num, parse_int, pretrain_block,
+from studies.common import (ci, dget, f, family_md, figures, lineage_root, no_data, num, parse_int, pretrain_block,
                      run_kind, table)
 
 

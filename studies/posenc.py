@@ -8,9 +8,9 @@ import math
 
 import numpy as np
 
-from stats import BETTER_LEVEL, MIN_SEEDS, paired_acc, paired_hypothesis, seed_stats
-from studyio import dget, f, family_md, figures, no_data, num, paired_cell, parse_int, pm, run_kind, table
-from analyze_encodings import (BASELINES, CHUNK_ABLATIONS, ENCODING_ORDER, Family, attn_by_distance, by_length_panel,
+from studies.stats import BETTER_LEVEL, MIN_SEEDS, paired_acc, paired_hypothesis, seed_stats
+from studies.common import dget, f, family_md, figures, no_data, num, paired_cell, parse_int, pm, run_kind, table
+from studies.encodings import (BASELINES, CHUNK_ABLATIONS, ENCODING_ORDER, Family, attn_by_distance, by_length_panel,
                                cells_by_seed, encoding, exploratory, family_verdict, hope_pairs, per_seed,
                                seed_diffs)
 

@@ -1,10 +1,10 @@
 """
 Export a trained run's weights for deployment.
 
-    python export.py out/RUN                        # bit-packed b-bit artefact RUN/model_int<b>.pt
-    python export.py out/RUN --xz --keep fp16       # smaller: lzma-compressed, fp16 for the rest
-    python export.py out/FP_RUN --bits 4            # a full-precision run exports its PTQ twin
-    python export.py out/RUN --format hf --out DIR  # a transformers checkpoint (default DIR: RUN/hf)
+    python tools/export.py out/RUN                        # bit-packed b-bit artefact RUN/model_int<b>.pt
+    python tools/export.py out/RUN --xz --keep fp16       # smaller: lzma-compressed, fp16 for the rest
+    python tools/export.py out/FP_RUN --bits 4            # a full-precision run exports its PTQ twin
+    python tools/export.py out/RUN --format hf --out DIR  # a transformers checkpoint (default DIR: RUN/hf)
 
 The integer artefact (--format int) holds each quantised matrix as packed b-bit codes with bf16
 per-row scales, on the very grid of training (quant.py), and every other tensor as fp32 (exact:
@@ -31,16 +31,18 @@ import math
 import os
 import re
 import shutil
+import sys
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from anywhere: the project's libraries
 import cli
 import data
 import train
 from cli import UserError, atomic_write, flag, parse, write_json, main as cli_main
-from evaluate import load_run
+from train import load_run
 from model import POS_KINDS, GPT, GPTConfig, embedding_positions, evaluate, rope_dims, rope_inv_freq
 from quant import check_bits, pack_codes, parse_clip, ptq_model, quant_targets, quantize, set_qat, unpack_codes
 

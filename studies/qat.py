@@ -12,10 +12,10 @@ from collections import defaultdict
 import numpy as np
 
 from cli import UserError
-from stats import (BETTER_LEVEL, decide_family, lack_of_fit_f, loglinear_fit, loglinear_nd_fit, model_hypothesis,
+from studies.stats import (BETTER_LEVEL, decide_family, lack_of_fit_f, loglinear_fit, loglinear_nd_fit, model_hypothesis,
                    coef_mde, lack_of_fit_mde, ols, ols_coef_tests, paired_hypothesis, paired_p, paired_z,
                    predict_interval, predict_nd, repeated_measures_f, rm_anova_mde, sd1, seed_noise_check)
-from studyio import (VARIANT_KEYS, ci, f, family_md, figures, no_data, num, parse_size, run_kind, size_label, table,
+from studies.common import (VARIANT_KEYS, ci, f, family_md, figures, no_data, num, parse_size, run_kind, size_label, table,
                      variant_fields, vtag, warn)
 
 # The QAT seed's reference warmdown (its schedule of record: the penalty law is measured there, analyze.py

@@ -1,15 +1,15 @@
 """
 Positional encodings: what the lengen and posenc studies share (a run's encoding, the order of
 the tables, the comparisons beside the reference, the verdict rule, the by-length panel).
-analyze_lengen.py and analyze_posenc.py import it; it imports no study.
+studies/lengen.py and studies/posenc.py import it; it imports no study.
 """
 from collections import defaultdict
 
 import numpy as np
 
 from model import MODEL_WIDE_POS, POS_KINDS
-from stats import MIN_SEEDS, decide_family
-from studyio import dget, f, num, parse_int, warn
+from studies.stats import MIN_SEEDS, decide_family
+from studies.common import dget, f, num, parse_int, warn
 
 
 # model flags that make up an algorithmic run's positional variant (its "encoding"); every other

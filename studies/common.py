@@ -1,7 +1,7 @@
 """
 What every study of the analysis reads and writes: the run records (result.json with the eval.json
 and grid.json next to it) and the lineage of extensions, then the markdown table and plot helpers.
-analyze.py and each analyze_<study>.py import it; it imports no study.
+analyze.py and each studies/<study>.py import it; it imports no study.
 """
 import json
 import math
