@@ -36,8 +36,8 @@ from collections import defaultdict
 from cli import OneLineParser, UserError, atomic_write, clean, finite_float
 from studies.stats import power_plan
 from studies.common import f, families, lineage_root, load_runs, run_kind, table, warn, with_verdicts
-from studies.qat import REF_WARMDOWN, qat_markdown, qat_plots, qat_study, records
-from studies.longctx import longctx_md, longctx_plots, longctx_report
+from studies.qat import REF_WARMDOWN, qat_decide, qat_markdown, qat_plots, qat_study, records
+from studies.longctx import longctx_decide, longctx_md, longctx_plots, longctx_report
 from studies.lengen import lengen_decide, lengen_md, lengen_plots, lengen_report
 from studies.posenc import POSENC_FLAGS, posenc_decide, posenc_md, posenc_plots, posenc_report
 
@@ -56,9 +56,12 @@ STUDIES = {
                lambda rep: posenc_md(rep["posenc"]), posenc_plots),
 }
 ALIASES = {"qat-probes": "qat"}
-# study -> the pure function that decides its section's family and verdict fields from the section alone
-# (the study's report calls it too): analyze.py --refamily DIR re-decides a stored analysis.json with it
-REDECIDE = {"lengen": lengen_decide, "posenc": posenc_decide}
+# study -> the pure function that decides its family and verdict fields from its stored sections alone
+# (the study's report calls it too): report -> {section: section}; analyze.py --refamily DIR re-decides
+# a stored analysis.json with it
+REDECIDE = {"qat": qat_decide, "longctx": lambda rep: {"longctx": longctx_decide(rep["longctx"])},
+            "lengen": lambda rep: {"lengen": lengen_decide(rep["lengen"])},
+            "posenc": lambda rep: {"posenc": posenc_decide(rep["posenc"])}}
 
 
 def study_of(run, runs, extended=()):
@@ -211,7 +214,11 @@ def refamily(folder, no_plots=False):
              f"(studies with one: {', '.join(REDECIDE)})")
         return 2
     for s in studies:
-        report[s] = REDECIDE[s](report[s])
+        try:
+            report.update(REDECIDE[s](report))
+        except (KeyError, TypeError) as e:  # a section or a field the family function reads is missing
+            warn(f"--refamily {folder}: the stored {s} analysis lacks {e} (analyse the runs again)")
+            return 2
     report = json.loads(json.dumps(clean(report)))  # rendered from what analysis.json will hold, as a fresh analysis
     head = f"# Analysis of {report.get('n_runs')} runs\n\n"
     try:
@@ -237,13 +244,17 @@ def refamily(folder, no_plots=False):
 def power_md(family, seeds=None, effect=None):
     """power_plan of one family as a markdown table."""
     plan = power_plan(family, seeds, effect)
-    rows = [[r["claim"], str(r["n"]), f(r["sd"], ".3g"), f(r["effect"], "+.3g"), str(r["planned_seeds"]),
-             f(r["detectable"], ".3g"), f(r["target"], ".3g"), f(r["seeds_needed"])] for r in plan["rows"]]
+    rows = [[r["claim"], r["kind"], str(r["n"]), f(r["sd"], ".3g"), f(r["sd_plan"], ".3g"), f(r["effect"], "+.3g"),
+             str(r["planned_seeds"]), (f"power {r['detectable']:.2f}" if r.get("detectable_is") and r["detectable"] is not None
+                                       else f(r["detectable"], ".3g")),
+             f(r["target"], ".3g"), f(r["seeds_needed"])] for r in plan["rows"]]
     return ([f"{family['m']} hypotheses, each at level {family['alpha']:g}/{family['m']} = {plan['level']:.3g} (the "
-             f"strictest Holm step) with {plan['power']:.0%} power; sd: of the per-seed contrast; '-': no sd "
-             "(a model test, or every seed equal), or over 1000 seeds.", ""]
-            + table(["claim", "seeds", "sd", "effect", "planned seeds", "detectable at them", "effect named",
-                     "seeds needed"], rows))
+             f"strictest Holm step) with {plan['power']:.0%} power, planned on the {plan['conf']:.0%} upper "
+             "confidence bound of each sd (of the per-seed contrast; of the error term for an F test, the standard "
+             "error for a coefficient); an equivalence test: its power at its margin when the true contrast is 0, and "
+             "the seeds for 80%. '-': no sd (every seed equal), or over 1000 seeds.", ""]
+            + table(["claim", "test", "seeds", "sd", "sd planned on", "effect", "planned seeds", "detectable at them",
+                     "effect named", "seeds needed"], rows))
 
 
 def power(folder, seeds=None, effect=None):

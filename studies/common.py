@@ -235,13 +235,26 @@ VERDICTS_END = "<!-- /verdicts -->"
 
 
 def null_power(h):
-    """What a null could have detected, for its verdict cell: the detectable effect; for a paired test
-    whose seeds all agree on one contrast (sd 0) there is no t test, and that is said instead."""
+    """What a null could have detected, for its verdict cell: the detectable effect."""
     if h.get("mde"):
         return f"; detectable: {f(h['mde'], '.3g')}"
-    if h.get("sd") == 0:
-        return "; every seed gives the same contrast (sd 0): no t test, no power to state"
     return ""
+
+
+def verdict_words(h):
+    """A decided hypothesis's verdict cell: a difference 'passed (higher / lower)' or 'not
+    distinguishable' with its detectable effect; an equivalence hypothesis 'equivalent within +-margin'
+    or 'not shown equivalent'; a hypothesis without a test (every seed the same contrast, sd 0; fewer
+    than 2 seeds) 'undefined'."""
+    if h.get("undefined") or h.get("p") is None:
+        return ("undefined: every seed gives the same contrast (sd 0), no t statistic"
+                if h.get("sd") is not None and h.get("n", 0) >= 2 else "undefined: no test")
+    if h.get("margin") is not None:
+        return (f"equivalent within +-{f(h['margin'])}" if h["passed"]
+                else f"not shown equivalent (margin +-{f(h['margin'])})")
+    if h["passed"]:
+        return "passed (" + ("higher" if h["direction"] > 0 else "lower") + ")"
+    return "not distinguishable" + null_power(h)
 
 
 def family_md(family, title="Verdicts (the declared family)"):
@@ -253,14 +266,14 @@ def family_md(family, title="Verdicts (the declared family)"):
     rows = []
     for h in family["hypotheses"]:
         lo, hi = h["ci"] if h.get("ci") else (None, None)
-        verdict = ("passed (" + ("higher" if h["direction"] > 0 else "lower") + ")" if h["passed"]
-                   else "not distinguishable" + null_power(h))
+        verdict = verdict_words(h)
         rows.append([h["claim"], h["test"], str(h["n"]), ci(h["effect"], lo, hi, "+.3g"),
                      f(h["p"], ".2g"), f(h["p_holm"], ".2g"), verdict])
     return ([f"### {title}", "",
              f"{family['m']} hypotheses; the rule: {family['rule']} (Holm 1979 within this family). "
              "'detectable' is the smallest effect the test finds with 80% power at level "
-             f"{family['alpha']:g}/{family['m']}, from its own n and sd over seeds.", ""]
+             f"{family['alpha']:g}/{family['m']}, from its own n and sd over seeds. An equivalence hypothesis "
+             "(TOST, its margin declared with the design) passes as 'equivalent': its interval is the 90% one.", ""]
             + table(["claim", "test", "seeds", "effect [95% CI over seeds]", "p", "p (Holm)", "verdict"], rows)
             + [""])
 

@@ -80,6 +80,8 @@ def family_verdict(h, reference, margin, lower_is_better=False):
         return f"{'better' if (h['effect'] < 0) == lower_is_better else 'worse'} than {reference}"
     if h["n"] < MIN_SEEDS:
         why = f"{h['n']} seeds, fewer than {MIN_SEEDS}"
+    elif h.get("undefined"):  # every seed the same contrast: no t statistic
+        return f"undefined against {reference} (Δ {h['effect']:+.3f} in every seed, sd 0: no test)"
     else:
         why = (f"p={f(h['p'], '.2g')}, Holm p={f(h['p_holm'], '.2g')}" + (f", |Δ| < {f(margin)}" if h["passed"] else "")
                + (f"; detectable: {f(h['mde'], '.3g')}" if h.get("mde") else ""))

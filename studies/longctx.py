@@ -8,8 +8,8 @@ from collections import defaultdict
 
 import numpy as np
 
-from studies.stats import (binomial_half_width, decide_family, factorial_design, loo_r2, model_hypothesis, nested_f, ols,
-                   paired_hypothesis, pearson, remove_one, samples_for_ci, sd1, spearman, t_half_width)
+from studies.stats import (binomial_half_width, blocked_factorial, decide_family, factorial_design, loo_r2,
+                   model_hypothesis, nested_f, ols, paired_hypothesis, pearson, remove_one, samples_for_ci, sd1, spearman, t_half_width)
 from studies.common import (ci, dget, f, family_md, figures, lineage_root, no_data, num, parse_int, pretrain_block,
                      run_kind, table)
 
@@ -461,23 +461,71 @@ def seed_contrasts(rows, key, feature):
     return {s: on[s] - off[s] for s in on if s in off}
 
 
+def factorial(rows, key):
+    """blocked_factorial of one outcome over the main recipe's rows: per seed the 16 cells' values, the
+    15 effects with their seed-t and pooled-error tests, and the pooling check (stats.blocked_factorial).
+    Effects are named by their features joined with ' x '."""
+    by = defaultdict(dict)
+    for w in rows:
+        if w.get(key) is not None and w["seed"] is not None:
+            by[w["seed"]][tuple(int(w[k]) for k in FEATURES)] = w[key]
+    fx = blocked_factorial(dict(by), len(FEATURES))
+    if fx:
+        for e in fx["effects"]:
+            e["name"] = " x ".join(FEATURES[i] for i in e.pop("terms"))
+    return fx
+
+
+def balanced_cells(rows, key):
+    """The cells where every seed has a value of key (retrieval gated per run leaves seeds with different
+    cells: a seed mean over other cells is another contrast), and the rows in them."""
+    seeds = {w["seed"] for w in rows if w["seed"] is not None}
+    have = defaultdict(set)
+    for w in rows:
+        if w.get(key) is not None:
+            have[w["cell"]].add(w["seed"])
+    keep = sorted(c for c, s in have.items() if s == seeds)
+    return keep, [w for w in rows if w["cell"] in keep]
+
+
 def longctx_family(rows, passing, outs):
     """The study's family of hypotheses (stats.decide_family: Holm within it, a verdict only when passed
     over >= 3 seeds, the detectable effect beside each null). Each rests on per-seed values of the main
     recipe's runs: does the extension extend (its loss gains over the parent, the training-free scaling
-    and the more-training control), each feature's main effect on the loss at the target, the count
-    hypothesis (count vs additive model, nested F), and, when retrieval is an outcome of the factorial,
-    what the extension adds to exact match at the target (over the root and over the control) and each
-    feature's effect on that addition (runs that learned the task in distribution only)."""
+    and the more-training control: t over seed means), each feature's main effect on the loss at the
+    target, the count hypothesis (count vs additive model, nested F), and, when retrieval is an outcome,
+    what the extension adds to exact match at the target (over the root and over the control) in the
+    cells that learned the task in distribution in every seed (balanced: each seed's mean over the same
+    cells). The feature effects' error term is chosen by one rule, stated with the design: the factorial's
+    pooled seed x contrast error (15 (n - 1) dof) when the pooling check passes (seed x main effects
+    against seed x higher-order terms, p > POOL_LEVEL), else each effect's own seed t; the other test is
+    kept beside it as a robustness line (family["factorial"]). The features' effects on retrieval are
+    exploratory: gating leaves them on a sub-factorial that differs between seeds."""
     seeds = sorted({w["seed"] for w in rows if w["seed"] is not None})
     t = "t over seeds (n - 1 dof) of the seed's mean"
     hyps = [paired_hypothesis(claim, seed_means(rows, key), t) for key, claim in (
         ("gain_parent", "the extension lowers the loss at the target below the unextended parent's"),
         ("gain_free", "the extension lowers the loss at the target below the training-free scaling's"),
         ("gain_more", "the extension lowers the loss at the target below the more-training control's"))]
-    contrast = "t over seeds (n - 1 dof) of the seed's main-effect contrast"
-    hyps += [paired_hypothesis(f"{k} changes the loss at the target", seed_contrasts(rows, "loss", k), contrast)
-             for k in FEATURES]
+    fx = factorial(rows, "loss")
+    pooled = bool(fx and fx["pooling"] and fx["pooling"]["pool"])
+    for k in FEATURES:
+        e = next((e for e in (fx or {}).get("effects", []) if e["name"] == k), None)
+        if e is None:  # no balanced factorial: the seed t of the main-effect contrast
+            hyps.append(paired_hypothesis(f"{k} changes the loss at the target", seed_contrasts(rows, "loss", k),
+                                          "t over seeds (n - 1 dof) of the seed's main-effect contrast"))
+            continue
+        if pooled:
+            hyps.append(model_hypothesis(
+                f"{k} changes the loss at the target",
+                f"factorial t, seed blocks, pooled seed x contrast error ({fx['dof_pooled']} dof; pooling check "
+                f"F({fx['pooling']['df1']}, {fx['pooling']['df2']}) p {fx['pooling']['p']:.2g})", fx["n"], e["effect"],
+                e["ci_pooled"], e["p_pooled"], per_seed={str(s): v for s, v in e["per_seed"].items()},
+                plan={"se": e["se_pooled"], "dof": fx["dof_pooled"]}))
+        else:
+            hyps.append(paired_hypothesis(f"{k} changes the loss at the target", e["per_seed"],
+                                          "t over seeds (n - 1 dof) of the seed's main-effect contrast (pooling "
+                                          "check failed)"))
     loss = outs.get("loss")
     if loss:
         test = next(x for x in loss["tests"] if x["test"] == "count vs additive")
@@ -486,12 +534,27 @@ def longctx_family(rows, passing, outs):
                                      "beats count; effect: R^2 gained)", "nested F, count vs additive model, over runs",
                                      len(seeds), r2["additive"] - r2["count"], None, test["p"]))
     if "retrieval_gain" in outs:
-        hyps += [paired_hypothesis(claim, seed_means(passing, key), t) for key, claim in (
-            ("retrieval_gain", "the extension raises exact match at the target above the unextended root's"),
-            ("retrieval_more", "the extension raises exact match at the target above the more-training control's"))]
-        hyps += [paired_hypothesis(f"{k} changes what the extension adds to exact match at the target",
-                                   seed_contrasts(passing, "retrieval_gain", k), contrast) for k in FEATURES]
-    return decide_family([h for h in hyps if h["n"]])
+        for key, claim in (("retrieval_gain", "the extension raises exact match at the target above the unextended "
+                                              "root's"),
+                           ("retrieval_more", "the extension raises exact match at the target above the "
+                                              "more-training control's")):
+            keep, bal = balanced_cells(passing, key)
+            hyps.append(paired_hypothesis(f"{claim} (the {len(keep)} cells learned in every seed)", seed_means(bal, key), t))
+    fam = decide_family([h for h in hyps if h["n"]])
+    if fx:
+        fam["factorial"] = {"outcome": "loss", "rule": "pooled seed x contrast error when the pooling check passes "
+                            "(p > its level), else each effect's own seed t", "used": "pooled" if pooled else "seed",
+                            **fx}
+    return fam
+
+
+def longctx_decide(lc):
+    """The family decided again from a stored longctx section (analyze.py --refamily): its rows of the
+    main recipe's final checkpoints, gated for retrieval as longctx_report gates them."""
+    rows = [w for w in lc["runs"] if w["recipe"] == lc["main_recipe"] and w["ckpt"] == "final"]
+    passing = gated(rows) if lc.get("retrieval") else rows
+    lc["family"] = longctx_family(rows, passing, lc["outcomes"])
+    return lc
 
 
 def effects_table(o, digits):

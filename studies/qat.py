@@ -14,13 +14,20 @@ import numpy as np
 from cli import UserError
 from studies.stats import (BETTER_LEVEL, decide_family, lack_of_fit_f, loglinear_fit, loglinear_nd_fit, model_hypothesis,
                    coef_mde, lack_of_fit_mde, ols, ols_coef_tests, paired_hypothesis, paired_p, paired_z,
-                   predict_interval, predict_nd, repeated_measures_f, rm_anova_mde, sd1, seed_noise_check)
+                   predict_interval, predict_nd, repeated_measures_f, rm_anova_mde, sd1, seed_noise_check,
+                   bartlett, equivalence_hypothesis, pooled_rm_f, rm_gg)
 from studies.common import (VARIANT_KEYS, ci, f, family_md, figures, no_data, num, parse_size, run_kind, size_label, table,
                      variant_fields, vtag, warn)
 
 # The QAT seed's reference warmdown (its schedule of record: the penalty law is measured there, analyze.py
 # --ref_warmdown's default) and the short warmdown the INT4 transition tests it against (wd33 vs wd10).
 REF_WARMDOWN, SHORT_WARMDOWN = 0.33, 0.1
+# The QAT seed's null, "the best warmdown does not depend on the bit-width", as an equivalence test:
+# every change of the penalty (INT-b - FP16) from the reference warmdown lies within +-QAT_MARGIN nats.
+# Declared before the confirmatory runs: a quarter of the smallest INT4 penalty of the tiny grid at wd
+# 0.33 (+0.023 at 14K in the pilot is the INT4 penalty's floor; 0.01 is under half of it), and the size of
+# the FP16 warmdown effects the study reads as "moves" (0.011-0.032 nats between warmdowns).
+QAT_MARGIN = 0.01
 
 
 def records(runs):
@@ -478,6 +485,24 @@ def variant_label(v, grid):
     return ",".join(p for p in v.split(",") if p and p not in base)
 
 
+def interaction_tests(rows):
+    """The interaction rows' tests from their per-seed penalties alone (so --refamily recomputes them):
+    each row's repeated-measures F with the Greenhouse-Geisser correction (epsilon, p_gg: 3 warmdowns on
+    3 seeds leave 4 error dof and no sphericity to assume), and as a robustness line its F against the
+    error pooled over every row (pooled: F, df1, df2, p), valid only where the rows' error variances agree,
+    which bartlett tests (-> the check, also returned)."""
+    for r in rows:
+        wds = r["warmdowns"]
+        r["per_seed"] = {sd: {float(w): v for w, v in pen.items()} for sd, pen in r["per_seed"].items()}  # JSON: str keys
+        y = [[r["per_seed"][sd][w] for w in wds] for sd in sorted(r["per_seed"])]
+        t = rm_gg(y)
+        r.update(F=t["F"], df1=t["df1"], df2=t["df2"], p=t["p"], ms_error=t["ms_error"], epsilon=t["epsilon"],
+                 p_gg=t["p_gg"])
+    for r, pooled in zip(rows, pooled_rm_f(rows)):
+        r["pooled"] = pooled
+    return bartlett([r["ms_error"] for r in rows], [r["df2"] for r in rows]) if rows else None
+
+
 def qat_family(q, p, grid=""):
     """The study's declared family: every statement its write-up decides, one hypothesis each, decided
     together by stats.decide_family (Holm within the family, the one rule: adjusted p < 0.05 over >= 3
@@ -491,29 +516,55 @@ def qat_family(q, p, grid=""):
     contrasts' verdict)."""
     lab = lambda v: (lambda t: f"[{t}] " if t else "")(variant_label(v, grid))
     bname = lambda b: "FP16" if b == 16 else f"INT{b}"
+    # one family per hypothesis: with probe variants present (sweep.sh qat-probes reads the grid too), the
+    # grid's own hypotheses belong to qat's family, and this one holds the probes' only
+    # own: every hypothesis of another variant, and the grid variant's that rest on a cell the grid does not
+    # run at every warmdown (the paper grid's INT4 sizes and extra sizes come from the probes)
+    probes = any(c["variant"] != grid for c in q.get("cells") or [])
+    wds = defaultdict(set)
+    for c in q.get("cells") or []:
+        if c["variant"] == grid:
+            wds[(c["bits"], c["size"])] |= {w["warmdown"] for w in c["warmdowns"]}
+    full = max((len(w) for w in wds.values()), default=0)
+    grid_cells = {k for k, w in wds.items() if len(w) == full}
+    mine = lambda v, *cells: not probes or v != grid or any(c not in grid_cells for c in cells)
+    q["family_scope"] = "probes" if probes else "grid"
+    at = lambda r: (r["bits"], r["size"])
+    q["interaction_pooling"] = interaction_tests([r for r in q["interaction"] if mine(r["variant"], at(r))])
+    interaction_tests([r for r in q["interaction"] if not mine(r["variant"], at(r))])  # decided in qat's family
     pairs = []  # (hypothesis, the report row it decides)
-    for r in q["interaction"]:
+    for r in (r for r in q["interaction"] if mine(r["variant"], at(r))):
         big = max(r["did"], key=lambda d: abs(d["effect"] or 0))
+        cell = f"{lab(r['variant'])}INT{r['bits']} at {r['size']}"
         h = model_hypothesis(
-            f"{lab(r['variant'])}INT{r['bits']} at {r['size']}: the penalty (INT{r['bits']} - FP16) changes over "
+            f"{cell}: the penalty (INT{r['bits']} - FP16) changes over "
             f"warmdowns {'/'.join(f(w) for w in r['warmdowns'])} (bits x warmdown interaction)",
-            f"repeated-measures F({r['df1']}, {r['df2']}), seeds as blocks; effect: penalty at wd {f(big['warmdown'])} - "
-            f"at wd {f(big['against'])}", r["n_seeds"], big["effect"], big["ci"], r["p"])
+            f"repeated-measures F({r['df1']}, {r['df2']}), seeds as blocks, Greenhouse-Geisser p (epsilon "
+            f"{f(r['epsilon'], '.2f')}); effect: penalty at wd {f(big['warmdown'])} - at wd {f(big['against'])}",
+            r["n_seeds"], big["effect"], big["ci"], r["p_gg"],
+            plan={"ms_error": r["ms_error"], "df2": r["df2"], "k": len(r["warmdowns"])})
         pairs.append((dict(h, power=lambda a, r=r: rm_anova_mde(r["ms_error"], r["n_seeds"], len(r["warmdowns"]), a)), r))
+        ref = r["ref_warmdown"]
+        eq = equivalence_hypothesis(
+            f"{cell}: the penalty is the same at every warmdown, within +-{f(QAT_MARGIN)} nats of wd {f(ref)} "
+            "(the seed's null, no bits x warmdown interaction)",
+            {f"wd {f(w)} - wd {f(ref)}": {sd: p[w] - p[ref] for sd, p in r["per_seed"].items()}
+             for w in r["warmdowns"] if w != ref}, QAT_MARGIN)
+        pairs.append((eq, r.setdefault("equivalence", {})))
     for t in q["int4_transition"] or []:
-        for r in t["rows"]:
+        for r in (r for r in t["rows"] if mine(t["variant"], (4, r["size"]))):
             pairs.append((model_hypothesis(
                 f"{lab(t['variant'])}INT4 at {r['size']}: wd {f(t['short_warmdown'])} against wd {f(t['ref_warmdown'])} "
                 f"(loss at {f(t['short_warmdown'])} - at {f(t['ref_warmdown'])}; higher: wd {f(t['ref_warmdown'])} lower)",
                 "paired t over seeds", r["n"],
                 r["mean_diff"], r["ci"], r["p"], sd=r["sd"], per_seed=r["per_seed"]), r))
-    for r in q["moves"]:
+    for r in (r for r in q["moves"] if mine(r["variant"], (r["bits"], r["small"]), (r["bits"], r["large"]))):
         pairs.append((model_hypothesis(
             f"{lab(r['variant'])}{bname(r['bits'])}: the gain of wd {f(r['ref_warmdown'])} over wd {f(r['short_warmdown'])} "
             f"changes from {r['small']} to {r['large']} (the best warmdown moves with size)",
             "paired t over seed numbers of the difference in differences", r["n"], r["effect"], r["ci"], r["p"],
             sd=r["sd"], per_seed=r["per_seed"]), r))
-    for g in p["laws"]:
+    for g in (g for g in p["laws"] if mine(g["variant"], *((g["bits"], z) for z in g["fit_sizes"]))):
         lf = g.get("lack_of_fit")
         if lf:
             n = min(r["n"] for r in g["sizes"] if r["role"] == "fit")
@@ -521,7 +572,8 @@ def qat_family(q, p, grid=""):
             pairs.append((dict(model_hypothesis(
                 f"{lab(g['variant'])}INT{g['bits']}: the penalty departs from the law alpha + beta ln N at its fit sizes "
                 f"({', '.join(g['fit_sizes'])})", f"lack-of-fit F({lf['df1']}, {lf['df2']}) against the pooled seed "
-                "variance; effect: RMS departure (nats)", n, lf["rms"], None, lf["p"]),
+                "variance; effect: RMS departure (nats)", n, lf["rms"], None, lf["p"],
+                plan={"ms_pe": lf.get("ms_pe"), "df1": lf["df1"], "df2": lf["df2"], "n_total": total}),
                 power=lambda a, lf=lf, total=total: lack_of_fit_mde(lf, total, a)), lf))
     for g in p.get("laws_nd") or []:
         if g.get("k") is None:
@@ -532,33 +584,46 @@ def qat_family(q, p, grid=""):
             pairs.append((dict(model_hypothesis(
                 f"{lab(g['variant'])}INT{g['bits']} N-D law: {c['name']} != 0 (the penalty changes with {what})",
                 f"OLS t on {g['dof']} dof over the {g['n']} fit cells' mean penalties (log space)", n, c["est"],
-                [c["lo"], c["hi"]], c["p"]), power=lambda a, c=c, dof=g["dof"]: coef_mde(c["se"], dof, a)), c))
+                [c["lo"], c["hi"]], c["p"], plan={"se": c["se"], "dof": g["dof"]}),
+                power=lambda a, c=c, dof=g["dof"]: coef_mde(c["se"], dof, a)), c))
         lf = g.get("lack_of_fit")
         if lf:
             total = sum(c["n"] for c in g["cells"] if c["in_nd_fit"] and c["penalty"] > 0)
             pairs.append((dict(model_hypothesis(
                 f"{lab(g['variant'])}INT{g['bits']}: the penalty departs from the N-D law at its {g['n']} fit cells",
                 f"lack-of-fit F({lf['df1']}, {lf['df2']}) against the pooled seed variance; effect: RMS departure (nats)",
-                n, lf["rms"], None, lf["p"]), power=lambda a, lf=lf, total=total: lack_of_fit_mde(lf, total, a)), lf))
+                n, lf["rms"], None, lf["p"], plan={"ms_pe": lf.get("ms_pe"), "df1": lf["df1"], "df2": lf["df2"],
+                                                    "n_total": total}),
+                power=lambda a, lf=lf, total=total: lack_of_fit_mde(lf, total, a)), lf))
     for r in p.get("variant_contrasts") or []:
         pairs.append((model_hypothesis(
             f"{lab(r['variant'])}INT{r['bits']} at {r['size']}: the penalty differs from the grid's (probe - grid)",
             "paired t over seeds", r["n"], r["mean_diff"], r["ci"], r["p"], sd=r["sd"], per_seed=r["per_seed"]), r))
     fam = decide_family([h for h, _ in pairs], BETTER_LEVEL)
-    fam["grid_variant"] = grid
+    fam["grid_variant"], fam["scope"], fam["margin"] = grid, q["family_scope"], QAT_MARGIN
     for h, (_, row) in zip(fam["hypotheses"], pairs):
         power = h.pop("power", None)  # an F or coefficient test: its own detectable effect, not a paired t's
         if power is not None:
             h["mde"] = power(fam["alpha"] / max(fam["m"], 1))
         row.update(p_holm=h["p_holm"], passed=h["passed"], mde=h["mde"])
+        if h.get("margin") is not None:
+            row.update(margin=h["margin"], p=h["p"], effect=h["effect"], ci90=h["ci"])
     for r in p.get("variant_contrasts") or []:
         r["verdict"] = ("smaller" if r["mean_diff"] < 0 else "larger") if r["passed"] else "not distinguishable"
     for t in q["int4_transition"] or []:
-        for r in reversed(t["rows"]):  # ref lower at this size and every larger one
-            if not (r["passed"] and r["mean_diff"] > 0):
+        for r in reversed(t["rows"]):  # ref lower at this size and every larger one (a row another family decides: stop)
+            if not (r.get("passed") and r["mean_diff"] > 0):
                 break
             t["from_size"] = r["size"]
     return fam
+
+
+def qat_decide(rep):
+    """The QAT family decided again from a stored report (analyze.py --refamily): the qat and penalty_law
+    sections -> the same sections with the family and the rows' verdict fields."""
+    q, p = rep["qat"], rep["penalty_law"]
+    q["family"] = qat_family(q, p, (q.get("family") or {}).get("grid_variant", ""))
+    return {"qat": q, "penalty_law": p}
 
 
 def decided(r):

@@ -129,7 +129,9 @@ def seeds_needed(sd, effect, level=BETTER_LEVEL, power=0.8, max_n=1000):
 def paired_hypothesis(claim, diffs, test="paired t over seeds", level=0.95):
     """One hypothesis from its per-seed effects {seed: d} (d = A - B of matched seeds, or any per-seed
     contrast whose mean is tested against 0): n, effect = mean d, sd of d, the t interval over seeds
-    (n - 1 dof), the raw two-sided p of the one-sample t test (= the paired t test) and the per-seed d."""
+    (n - 1 dof), the raw two-sided p of the one-sample t test (= the paired t test) and the per-seed d.
+    With sd 0 (every seed the same non-zero contrast) the test is undefined: p None, so the hypothesis
+    is not counted in its family's m and never passes (decide_family marks it undefined)."""
     d = {s: float(v) for s, v in diffs.items() if v is not None and not math.isnan(float(v))}
     a = np.array(list(d.values()), dtype=float)
     n = int(a.size)
@@ -140,8 +142,8 @@ def paired_hypothesis(claim, diffs, test="paired t over seeds", level=0.95):
         p = None
     elif np.abs(a).max() < 1e-12:  # every seed's contrast is round-off: no effect, not an infinitely sure one
         p = 1.0
-    elif sd == 0:
-        p = 0.0
+    elif not np.ptp(a):  # every seed the same non-zero contrast: the t statistic is undefined, not infinite
+        p = None
     else:
         p = float(2 * scistats.t.sf(abs(mean) / (sd / math.sqrt(n)), n - 1))
     return {"claim": claim, "test": test, "n": n, "effect": mean, "sd": sd,
@@ -149,51 +151,286 @@ def paired_hypothesis(claim, diffs, test="paired t over seeds", level=0.95):
             "p": p, "per_seed": {str(s): v for s, v in d.items()}}
 
 
-def model_hypothesis(claim, test, n, effect, ci, p, sd=None, per_seed=None):
+def model_hypothesis(claim, test, n, effect, ci, p, sd=None, per_seed=None, plan=None):
     """One hypothesis decided by a test that is not a mean of per-seed contrasts (an F test, a
     regression coefficient): the caller gives its numbers; n counts the seeds it rests on. sd, when
-    given, is the sd of a per-seed contrast whose detectable effect is quoted beside a null."""
-    return {"claim": claim, "test": test, "n": int(n), "effect": effect, "sd": sd, "ci": ci, "p": p,
-            "per_seed": per_seed}
+    given, is the sd of a per-seed contrast whose detectable effect is quoted beside a null; plan, the
+    error terms its power is planned from (plan_row: ms_error, df2, k | ms_pe, df1, df2, n_total | se, dof)."""
+    h = {"claim": claim, "test": test, "n": int(n), "effect": effect, "sd": sd, "ci": ci, "p": p,
+         "per_seed": per_seed}
+    if plan:
+        h["plan"] = plan
+    return h
 
 
 def decide_family(hypotheses, alpha=BETTER_LEVEL, power=0.8):
     """The family decided: each hypothesis gains p_holm (holm over the family's raw p's), passed
-    (p_holm < alpha with n >= MIN_SEEDS), direction (+1 / -1 / 0: the sign of its effect when passed)
-    and mde (min_detectable_effect at alpha / m, the strictest Holm step, from its n and sd; None
-    without an sd). Returns {"alpha", "m", "rule", "hypotheses"}; the input dicts are not changed."""
+    (p_holm < alpha with n >= MIN_SEEDS), undefined (no p: no test), direction (+1 / -1 / 0: the sign
+    of its effect when a difference passed; 0 for an equivalence hypothesis, which has a `margin` and
+    passes as "equivalent within +-margin") and mde (min_detectable_effect at alpha / m, the strictest
+    Holm step, from its n and sd; None without an sd, and for an equivalence hypothesis). Returns {"alpha", "m", "rule", "hypotheses"}; the input dicts are not changed."""
     hyps = [dict(h) for h in hypotheses]
     m = sum(h["p"] is not None for h in hyps)
     for h, adj in zip(hyps, holm([h["p"] for h in hyps])):
         h["p_holm"] = adj
         h["passed"] = bool(adj is not None and h["n"] >= MIN_SEEDS and adj < alpha)
-        h["direction"] = (1 if h["effect"] > 0 else -1 if h["effect"] < 0 else 0) if h["passed"] else 0
+        h["undefined"] = h["p"] is None  # no test (sd 0, too few seeds): neither passed nor a null
+        equivalence = h.get("margin") is not None
+        h["direction"] = ((1 if h["effect"] > 0 else -1 if h["effect"] < 0 else 0)
+                          if h["passed"] and not equivalence else 0)
         h["mde"] = (min_detectable_effect(h.get("sd"), h["n"], alpha / max(m, 1), power)
-                    if h.get("sd") is not None else None)
+                    if h.get("sd") is not None and not equivalence else None)
     return {"alpha": alpha, "m": m, "rule": f"Holm-adjusted p < {alpha:g} over >= {MIN_SEEDS} seeds",
             "hypotheses": hyps}
 
 
+# Equivalence: a claimed null ("the same", "no interaction") is a verdict only as a test of its own,
+# with a margin declared before the runs: failing to reject a difference is not evidence of none, and
+# Holm makes rejecting harder, so without it the protocol leans towards agreeing with the seed.
+
+
+def tost(diffs, margin):
+    """Two one-sided t tests (Schuirmann 1987) of a mean per-seed contrast d against the margin +-delta:
+    H0 |mean d| >= delta, rejected when both t_lo = (mean + delta) / se > t and t_hi = (mean - delta) / se
+    < -t on n - 1 dof; p = max of the two one-sided p's (the (1 - 2 alpha) interval lies inside the margin
+    exactly when p < alpha). -> n, mean, sd, p, ci90 (the 90% t interval); p None below 2 seeds or with sd 0."""
+    a = np.array([float(v) for v in diffs.values() if v is not None], dtype=float)
+    n = int(a.size)
+    out = {"n": n, "mean": float(a.mean()) if n else None, "sd": sd1(a), "p": None, "ci90": None}
+    if n < 2 or not np.ptp(a):  # every seed the same contrast: no t statistic
+        return out
+    se = out["sd"] / math.sqrt(n)
+    p_lo = float(scistats.t.sf((out["mean"] + margin) / se, n - 1))
+    p_hi = float(scistats.t.cdf((out["mean"] - margin) / se, n - 1))
+    half = float(scistats.t.ppf(0.95, n - 1) * se)
+    out.update(p=max(p_lo, p_hi), ci90=[out["mean"] - half, out["mean"] + half])
+    return out
+
+
+def equivalence_hypothesis(claim, contrasts, margin, test=None):
+    """One equivalence hypothesis over one or more per-seed contrasts ({name: {seed: d}}): every contrast
+    within +-margin, by the intersection-union test (Berger 1982: p = the largest TOST p, no
+    adjustment within it). effect: the contrast with the largest |mean|, with its 90% interval as ci
+    (the TOST interval); sd that contrast's sd over seeds; per_seed {name: {seed: d}}."""
+    res = {k: tost(v, margin) for k, v in contrasts.items()}
+    worst = max(res, key=lambda k: abs(res[k]["mean"] or 0))
+    ps = [r["p"] for r in res.values()]
+    w = res[worst]
+    return {"claim": claim, "test": test or f"TOST over seeds, margin +-{margin:g} (intersection-union over "
+            f"{len(res)} contrast{'s' * (len(res) > 1)}); effect: {worst}, 90% interval",
+            "n": min(r["n"] for r in res.values()), "effect": w["mean"], "sd": w["sd"], "ci": w["ci90"],
+            "p": None if any(p is None for p in ps) else max(ps), "margin": margin,
+            "per_seed": {k: {str(s): float(x) for s, x in v.items()} for k, v in contrasts.items()}}
+
+
+def gg_epsilon(y):
+    """Greenhouse-Geisser epsilon of a repeated-measures design y [n seeds x k conditions] (Greenhouse &
+    Geisser 1959; Box 1954): with S the k x k covariance of the conditions over seeds and C = I - J / k,
+    eps = tr(C S C)^2 / ((k - 1) tr((C S C)^2)), in [1 / (k - 1), 1]; 1 under sphericity. The
+    corrected test refers F to F(eps (k - 1), eps (n - 1)(k - 1)). None below 2 seeds or 3 conditions
+    (k = 2 is always spherical: eps 1)."""
+    y = np.asarray(y, dtype=float)
+    n, k = y.shape
+    if k == 2:
+        return 1.0
+    if n < 2 or k < 2:
+        return None
+    C = np.eye(k) - np.ones((k, k)) / k
+    D = C @ np.cov(y, rowvar=False) @ C
+    den = (k - 1) * float(np.trace(D @ D))
+    if not den > 0:
+        return None
+    return float(min(1.0, max(1.0 / (k - 1), np.trace(D) ** 2 / den)))
+
+
+def rm_gg(y):
+    """repeated_measures_f with the Greenhouse-Geisser correction: adds epsilon and p_gg (the F on
+    epsilon-scaled dof; p itself when epsilon is undefined or F is not finite)."""
+    r = repeated_measures_f(y)
+    eps = gg_epsilon(y)
+    r["epsilon"] = eps
+    r["p_gg"] = (float(scistats.f.sf(r["F"], eps * r["df1"], eps * r["df2"]))
+                 if eps is not None and math.isfinite(r["F"]) else r["p"])
+    return r
+
+
+def pooled_rm_f(cells):
+    """The repeated-measures F of each cell against the error pooled over all cells (a robustness line
+    beside the per-cell test: more dof, valid only when the cells' error variances agree, see bartlett):
+    cells [{F, df1, df2, ms_error}] -> [{F, df1, df2, p}], df2 the summed error dof."""
+    ok = [c for c in cells if c.get("ms_error") is not None and math.isfinite(c.get("F", math.nan))]
+    df2 = sum(c["df2"] for c in ok)
+    if not ok or not df2:
+        return [None for _ in cells]
+    ms = sum(c["ms_error"] * c["df2"] for c in ok) / df2
+    out = []
+    for c in cells:
+        if c not in ok or not ms > 0:
+            out.append(None)
+            continue
+        F = c["F"] * c["ms_error"] / ms  # the cell's mean square for the conditions over the pooled error
+        out.append({"F": F, "df1": c["df1"], "df2": df2, "p": float(scistats.f.sf(F, c["df1"], df2))})
+    return out
+
+
+def bartlett(variances, dofs):
+    """Bartlett's test that k error variances s_i^2 on v_i dof are equal (Bartlett 1937), from the
+    variances themselves: T = ((V ln s_p^2 - sum v_i ln s_i^2) / (1 + (sum 1/v_i - 1/V) / (3 (k - 1))),
+    V = sum v_i, s_p^2 the pooled variance; T ~ chi2(k - 1). -> statistic, df, p, ratio (largest /
+    smallest variance); None below 2 positive variances."""
+    pairs = [(float(s), int(v)) for s, v in zip(variances, dofs) if s is not None and s > 0 and v > 0]
+    k = len(pairs)
+    if k < 2:
+        return None
+    V = sum(v for _, v in pairs)
+    sp = sum(s * v for s, v in pairs) / V
+    num = V * math.log(sp) - sum(v * math.log(s) for s, v in pairs)
+    T = num / (1 + (sum(1 / v for _, v in pairs) - 1 / V) / (3 * (k - 1)))
+    return {"statistic": T, "df": k - 1, "p": float(scistats.chi2.sf(T, k - 1)),
+            "ratio": max(s for s, _ in pairs) / min(s for s, _ in pairs)}
+
+
+POOL_LEVEL = 0.05  # the pooling check's level, declared with the design (a conventional preliminary test)
+
+
+def factorial_pooling_check(ms_main, df_main, ms_high, df_high):
+    """Whether seed x contrast error strata may be pooled in a blocked 2^k factorial (the standard
+    analysis: seed blocks, one error from all seed x contrast terms): F = MS(seed x main effects) /
+    MS(seed x higher-order terms) on (df_main, df_high); pooling is the rule when p > POOL_LEVEL (the
+    strata show no difference), else each effect keeps its own seed x effect error."""
+    F = ms_main / ms_high if ms_high > 0 else math.inf
+    p = float(scistats.f.sf(F, df_main, df_high)) if math.isfinite(F) else 0.0
+    return {"F": F, "df1": df_main, "df2": df_high, "p": p, "pool": p > POOL_LEVEL, "level": POOL_LEVEL}
+
+
+def blocked_factorial(cells_by_seed, k):
+    """The standard analysis of a replicated 2^k factorial with seeds as blocks (Box, Hunter & Hunter,
+    ch. 5-6): cells_by_seed {seed: {cell: y}}, cell a k-tuple of 0/1, every seed with all 2^k cells.
+    Per seed each effect E_S = mean of y where prod_{i in S} x_i = +1 minus where -1 (x = 2 cell - 1),
+    for every non-empty subset S; the seed block cancels in every contrast. Each effect is tested two
+    ways: over its own seeds (t on n - 1 dof: the seed x S stratum alone) and against the seed x contrast
+    error pooled over all 2^k - 1 effects (t on (2^k - 1)(n - 1) dof), the pooling check
+    (factorial_pooling_check: seed x main effects against seed x higher-order terms) saying which one a
+    family uses. -> {n, effects: [{terms, per_seed, effect, sd, p_seed, se_pooled, p_pooled, ci_pooled}],
+    pooling, dof_pooled}; None when no two seeds have every cell."""
+    cells = list(itertools.product((0, 1), repeat=k))
+    seeds = sorted(s for s, c in cells_by_seed.items() if all(x in c for x in cells))
+    n = len(seeds)
+    if n < 2:
+        return None
+    sign = lambda cell, S: np.prod([2 * cell[i] - 1 for i in S])
+    effects = []
+    for r in range(1, k + 1):
+        for S in itertools.combinations(range(k), r):
+            per = {s: float(sum(sign(c, S) * cells_by_seed[s][c] for c in cells) / (len(cells) / 2)) for s in seeds}
+            effects.append({"terms": list(S), "per_seed": per})
+    for e in effects:
+        a = np.array(list(e["per_seed"].values()))
+        e.update(effect=float(a.mean()), sd=sd1(a))
+        e["var"] = e["sd"] ** 2
+        e["p_seed"] = (float(2 * scistats.t.sf(abs(e["effect"]) / (e["sd"] / math.sqrt(n)), n - 1))
+                       if e["sd"] else None)
+    main = [e for e in effects if len(e["terms"]) == 1]
+    high = [e for e in effects if len(e["terms"]) > 1]
+    dof = len(effects) * (n - 1)
+    pooled_var = float(np.mean([e["var"] for e in effects]))
+    for e in effects:
+        se = math.sqrt(pooled_var / n)
+        half = float(scistats.t.ppf(0.975, dof) * se)
+        e.update(se_pooled=se, ci_pooled=[e["effect"] - half, e["effect"] + half],
+                 p_pooled=float(2 * scistats.t.sf(abs(e["effect"]) / se, dof)) if se > 0 else None)
+        del e["var"]
+    check = (factorial_pooling_check(float(np.mean([e["sd"] ** 2 for e in main])), len(main) * (n - 1),
+                                     float(np.mean([e["sd"] ** 2 for e in high])), len(high) * (n - 1))
+             if main and high else None)
+    return {"n": n, "seeds": seeds, "effects": effects, "pooling": check, "dof_pooled": dof}
+
+
 # Power before the run (analyze.py --power DIR): for each hypothesis of a stored family, the effect its
 # test detects at the planned seeds and the seeds an effect needs, both at the family's strictest Holm
-# step (alpha / m), from the hypothesis's own sd over seeds (a pilot's, or the last run's).
+# step (alpha / m). A pilot's sd is itself a draw: from 3 seeds its 95% interval is [0.52, 6.3] times
+# the point value, so a plan on the point value is a coin toss. Plans use an upper confidence bound of
+# the sd (PLAN_CONF, one-sided, from the chi-square of the pilot's dof), for t, F, equivalence and
+# coefficient tests alike.
+PLAN_CONF = 0.8
 
 
-def power_plan(family, seeds=None, effect=None, power=0.8):
-    """One row per hypothesis of a decided family (decide_family): claim, n, sd, its observed effect, the
-    planned seeds (`seeds`, default its own n), the effect detectable at them with this power at level
-    alpha / m (min_detectable_effect) and the seeds needed (seeds_needed) for `effect` (default: its
-    observed effect), in the hypothesis's own units. None where the hypothesis has no sd (a model test, or
-    every seed equal)."""
+def sd_upper(sd, dof, conf=PLAN_CONF):
+    """One-sided upper confidence bound of a standard deviation estimated on dof degrees of freedom:
+    sd sqrt(dof / chi2_{1 - conf}(dof)) (dof 2, conf 0.8: 2.12 sd). None without an sd."""
+    if sd is None or not dof or dof < 1:
+        return None
+    return float(sd * math.sqrt(dof / scistats.chi2.ppf(1 - conf, dof)))
+
+
+def tost_power(sd, n, margin, level=BETTER_LEVEL, true_diff=0.0):
+    """Power of tost on n seeds at this level when the true mean contrast is true_diff (default 0): the
+    probability that the (1 - 2 level) t interval lies inside +-margin, by the noncentral t of each side
+    (exact for one side, the standard approximation for both: P(T_lo > t) + P(T_hi < -t) - 1)."""
+    if sd is None or not sd > 0 or n < 2:
+        return None
+    dof, se = n - 1, sd / math.sqrt(n)
+    crit = scistats.t.ppf(1 - level, dof)
+    lo = scistats.nct.sf(crit, dof, (true_diff + margin) / se)
+    hi = scistats.nct.cdf(-crit, dof, (true_diff - margin) / se)
+    return float(max(0.0, lo + hi - 1))
+
+
+def _first_n(ok, max_n=1000):
+    return next((n for n in range(MIN_SEEDS, max_n + 1) if ok(n)), None)
+
+
+def plan_row(h, level, seeds=None, effect=None, power=0.8, conf=PLAN_CONF):
+    """The plan of one decided hypothesis: its test kind, the sd (or error mean square) bound it is
+    planned on, the effect detectable at the planned seeds and the seeds needed for the target effect
+    (an equivalence test: its margin, at a true contrast of 0). Kinds: 'equivalence' (margin), 'rm F'
+    (ms_error, k), 'lack of fit' (ms_pe), 'coefficient' (se, dof), 'paired t' (sd); 'none' without them."""
+    n0 = h["n"]
+    n = seeds or n0
+    target = effect if effect is not None else h.get("effect")
+    row = {"claim": h["claim"], "n": n0, "sd": h.get("sd"), "effect": h.get("effect"), "planned_seeds": n,
+           "target": target, "kind": "none", "sd_plan": None, "detectable": None, "seeds_needed": None}
+    plan = h.get("plan") or {}
+    if h.get("margin") is not None and h.get("sd"):
+        up = sd_upper(h["sd"], n0 - 1, conf)
+        row.update(kind="equivalence", sd_plan=up, target=h["margin"],
+                   detectable=tost_power(up, n, h["margin"], level),
+                   seeds_needed=_first_n(lambda k: (tost_power(up, k, h["margin"], level) or 0) >= power))
+        row["detectable_is"] = "power at the margin"
+    elif plan.get("ms_error") and plan.get("k"):
+        ms = plan["ms_error"] * sd_upper(1.0, plan["df2"], conf) ** 2
+        row.update(kind="rm F", sd_plan=math.sqrt(ms), detectable=rm_anova_mde(ms, n, plan["k"], level, power))
+        if target:
+            row["seeds_needed"] = _first_n(lambda k: (rm_anova_mde(ms, k, plan["k"], level, power) or math.inf) <= abs(target))
+    elif plan.get("ms_pe") and plan.get("n_total"):
+        ms = plan["ms_pe"] * sd_upper(1.0, plan["df2"], conf) ** 2
+        per = plan["n_total"] / max(n0, 1)  # runs per seed
+        lof = lambda k: lack_of_fit_mde({"ms_pe": ms, "df1": plan["df1"], "df2": plan["df2"] + int((k - n0) * per)},
+                                        k * per, level, power)
+        row.update(kind="lack of fit", sd_plan=math.sqrt(ms), detectable=lof(n))
+        if target:
+            row["seeds_needed"] = _first_n(lambda k: (lof(k) or math.inf) <= abs(target))
+    elif plan.get("se") and plan.get("dof"):
+        se = plan["se"] * sd_upper(1.0, plan["dof"], conf)
+        co = lambda k: coef_mde(se * math.sqrt(n0 / k), plan["dof"], level, power)  # se ~ 1 / sqrt(seeds)
+        row.update(kind="coefficient", sd_plan=se, detectable=co(n))
+        if target:
+            row["seeds_needed"] = _first_n(lambda k: (co(k) or math.inf) <= abs(target))
+    elif h.get("sd"):
+        up = sd_upper(h["sd"], n0 - 1, conf)
+        row.update(kind="paired t", sd_plan=up, detectable=min_detectable_effect(up, n, level, power),
+                   seeds_needed=seeds_needed(up, target, level, power) if target else None)
+    return row
+
+
+def power_plan(family, seeds=None, effect=None, power=0.8, conf=PLAN_CONF):
+    """One plan_row per hypothesis of a decided family (decide_family), at level alpha / m (the strictest
+    Holm step), on the PLAN_CONF upper bound of each hypothesis's sd: the effect detectable at the
+    planned seeds (`seeds`, default its own n) and the seeds needed for `effect` (default: its observed
+    effect; for an equivalence hypothesis, power 0.8 at a true contrast of 0), in its own units."""
     level = family["alpha"] / max(family["m"], 1)
-    rows = []
-    for h in family["hypotheses"]:
-        n = seeds or h["n"]
-        target = effect if effect is not None else h.get("effect")
-        rows.append({"claim": h["claim"], "n": h["n"], "sd": h.get("sd"), "effect": h.get("effect"),
-                     "planned_seeds": n, "detectable": min_detectable_effect(h.get("sd"), n, level, power),
-                     "target": target, "seeds_needed": seeds_needed(h.get("sd"), target, level, power) if target else None})
-    return {"level": level, "power": power, "rows": rows}
+    return {"level": level, "power": power, "conf": conf,
+            "rows": [plan_row(h, level, seeds, effect, power, conf) for h in family["hypotheses"]]}
 
 
 def seed_stats(per_seed):

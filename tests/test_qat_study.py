@@ -181,7 +181,9 @@ def test_paper_grid_interaction_and_int4_transition(paper_study):
     inter = {(r["size"], r["bits"]): r for r in rep["qat"]["interaction"] if r["variant"] == BASE}
     assert inter[("15M", 4)]["p"] < 1e-6 and inter[("30M", 4)]["p"] < 1e-6
     assert inter[("15M", 4)]["passed"] and inter[("30M", 4)]["passed"]
-    assert all(inter[(s, b)]["p"] > 1e-3 and not inter[(s, b)]["passed"] for s in ("15M", "30M", "50M", "100M")
+    # the grid's own cells (every warmdown) are decided in qat's family, not in this one (the probes')
+    assert rep["qat"]["family"]["scope"] == "probes"
+    assert all(inter[(s, b)]["p"] > 1e-3 and "passed" not in inter[(s, b)] for s in ("15M", "30M", "50M", "100M")
                for b in (8, 6))
     # the repeated-measures F of 5 seeds x 3 warmdowns, and the difference in differences beside it
     assert inter[("15M", 6)]["n_seeds"] == 5 and (inter[("15M", 6)]["df1"], inter[("15M", 6)]["df2"]) == (2, 8)
@@ -209,8 +211,12 @@ def test_paper_grid_family_decides_every_verdict_and_stores_per_seed_values(pape
     for what in ("bits x warmdown interaction", "INT4 at 50M: wd 0.1 against wd 0.33", "the best warmdown moves with size",
                  "departs from the law alpha + beta ln N", "gamma_D != 0", "the penalty differs from the grid's"):
         assert what in claims, what
-    inter = [h for h in hyps if "interaction" in h["claim"]]
+    inter = [h for h in hyps if "interaction" in h["claim"] and h.get("margin") is None]
     nulls = [h for h in inter if not h["passed"]]
+    # the seed's null as its own test: an equivalence hypothesis (TOST, the declared margin) per interaction cell
+    eq = [h for h in hyps if h.get("margin") is not None]
+    assert len(eq) == len(inter) and all(h["margin"] == fam["margin"] and h["mde"] is None for h in eq)
+    assert all(h["ci"][0] <= h["effect"] <= h["ci"][1] for h in eq if h["ci"])
     assert nulls and all(h["mde"] and h["mde"] > 0 for h in nulls)
     # the F and coefficient tests carry their own detectable effect beside a null too
     laws = [h for h in hyps if "departs from" in h["claim"] or "N-D law" in h["claim"]]

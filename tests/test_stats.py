@@ -228,8 +228,8 @@ def test_paired_hypothesis_is_the_paired_t_test_with_its_interval():
     half = scistats.t.ppf(0.975, 3) * np.std(np.subtract(a, b), ddof=1) / 2
     assert h["ci"] == pytest.approx([h["effect"] - half, h["effect"] + half])
     assert stats.paired_hypothesis("one seed", {0: 1.0})["p"] is None
-    # identical contrasts on every seed: infinitely sure when real, no effect when they are round-off
-    assert stats.paired_hypothesis("same", {0: 0.1, 1: 0.1, 2: 0.1})["p"] < 1e-10
+    # identical contrasts on every seed: no t statistic (undefined, not infinitely sure); round-off: no effect
+    assert stats.paired_hypothesis("same", {0: 0.1, 1: 0.1, 2: 0.1})["p"] is None
     assert stats.paired_hypothesis("round-off", {0: 1e-16, 1: 1e-16, 2: 1e-16})["p"] == 1.0
 
 
@@ -261,17 +261,21 @@ def test_power_plan_at_the_familys_strictest_holm_step():
     one = stats.decide_family([stats.paired_hypothesis("a", {0: 0.1, 1: 0.3, 2: 0.2})])
     plan = stats.power_plan(one)
     r, = plan["rows"]
-    assert plan["level"] == 0.05 and r["planned_seeds"] == 3 and r["detectable"] == pytest.approx(3.26 * 0.1, abs=1e-3)
-    assert r["target"] == pytest.approx(0.2) and r["seeds_needed"] == stats.seeds_needed(0.1, 0.2) == 5
+    up = stats.sd_upper(0.1, 2)  # planned on the 80% upper bound of the pilot's sd, not the sd itself
+    assert up == pytest.approx(0.1 * math.sqrt(2 / scistats.chi2.ppf(0.2, 2))) and 2.1 < up / 0.1 < 2.15
+    assert plan["level"] == 0.05 and r["planned_seeds"] == 3 and r["kind"] == "paired t"
+    assert r["sd_plan"] == pytest.approx(up) and r["detectable"] == pytest.approx(3.26 * up, abs=1e-3)
+    assert r["target"] == pytest.approx(0.2) and r["seeds_needed"] == stats.seeds_needed(up, 0.2)
+    assert r["seeds_needed"] > stats.seeds_needed(0.1, 0.2) == 5  # the point value plans too few
     hyps = [stats.paired_hypothesis("a", {0: 0.1, 1: 0.3, 2: 0.2}),
             stats.model_hypothesis("F test", "F", 3, 0.5, None, 0.2)]
     plan = stats.power_plan(stats.decide_family(hyps), seeds=10, effect=0.05)
     a, b = plan["rows"]
     assert plan["level"] == 0.025 and a["planned_seeds"] == 10
-    assert a["detectable"] == pytest.approx(stats.min_detectable_effect(0.1, 10, 0.025))
-    assert a["detectable"] > stats.min_detectable_effect(0.1, 10)  # stricter than 0.05 alone
+    assert a["detectable"] == pytest.approx(stats.min_detectable_effect(up, 10, 0.025))
+    assert a["detectable"] > stats.min_detectable_effect(up, 10)  # stricter than 0.05 alone
     n = a["seeds_needed"]
-    assert stats.min_detectable_effect(0.1, n, 0.025) <= 0.05 < stats.min_detectable_effect(0.1, n - 1, 0.025)
+    assert stats.min_detectable_effect(up, n, 0.025) <= 0.05 < stats.min_detectable_effect(up, n - 1, 0.025)
     assert b["detectable"] is None and b["seeds_needed"] is None and b["sd"] is None
 
 # ---------------------------------------------------------------- the QAT interaction, repeated measures
@@ -392,3 +396,157 @@ def test_min_detectable_effect_at_few_dof_and_a_strict_level():
     nc = d * math.sqrt(2)
     assert 100 / math.sqrt(2) < d and scistats.nct.sf(crit, 1, nc) == pytest.approx(0.8, abs=1e-3)
     assert stats.min_detectable_effect(1.0, 2, level=1e-12) == math.inf
+
+
+# ---------------------------------------------------------------- verdicts that can decide: equivalence,
+# sphericity, pooled error terms, undefined tests
+
+def test_tost_is_the_90_interval_inside_the_margin():
+    """TOST's p is the larger one-sided p (scipy's one-sample t against -delta and +delta); p < 0.05
+    exactly when the 90% t interval lies inside +-delta; sd 0 gives no test."""
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        d = dict(enumerate(rng.normal(rng.uniform(-0.02, 0.02), 0.01, 8)))
+        r = stats.tost(d, 0.01)
+        a = np.array(list(d.values()))
+        p_lo = scistats.ttest_1samp(a, -0.01, alternative="greater").pvalue
+        p_hi = scistats.ttest_1samp(a, 0.01, alternative="less").pvalue
+        assert r["p"] == pytest.approx(max(p_lo, p_hi))
+        lo, hi = scistats.t.interval(0.90, 7, loc=a.mean(), scale=scistats.sem(a))
+        assert r["ci90"] == pytest.approx([lo, hi])
+        assert (r["p"] < 0.05) == (-0.01 < lo and hi < 0.01)
+    assert stats.tost({0: 0.003, 1: 0.003, 2: 0.003}, 0.01)["p"] is None
+    assert stats.tost({0: 0.003}, 0.01)["p"] is None
+
+
+def test_equivalence_hypothesis_is_the_intersection_union_and_decides_as_equivalent():
+    """Every contrast must be equivalent: p is the largest TOST p; the effect quoted is the contrast of
+    largest |mean|. In a family it passes as 'equivalent' with direction 0 and no mde."""
+    near = {0: 0.001, 1: -0.002, 2: 0.0005, 3: 0.0015, 4: -0.001, 5: 0.0}
+    far = {0: 0.004, 1: 0.009, 2: 0.006, 3: 0.002, 4: 0.008, 5: 0.005}
+    h = stats.equivalence_hypothesis("no interaction", {"near": near, "far": far}, 0.01)
+    assert h["p"] == pytest.approx(max(stats.tost(near, 0.01)["p"], stats.tost(far, 0.01)["p"]))
+    assert h["p"] == pytest.approx(stats.tost(far, 0.01)["p"]) and h["effect"] == pytest.approx(np.mean(list(far.values())))
+    assert h["margin"] == 0.01 and h["n"] == 6 and set(h["per_seed"]) == {"near", "far"}
+    fam = stats.decide_family([h, stats.paired_hypothesis("diff", {0: 0.1, 1: 0.12, 2: 0.11, 3: 0.09})])
+    e, d = fam["hypotheses"]
+    assert fam["m"] == 2 and e["direction"] == 0 and e["mde"] is None and d["mde"] is not None
+    assert e["passed"] == (e["p_holm"] < 0.05)
+    wide = stats.decide_family([stats.equivalence_hypothesis("x", {"far": far}, 0.005)])
+    assert not wide["hypotheses"][0]["passed"]  # a mean of 0.0057 is not within +-0.005
+
+
+def test_a_test_with_sd_zero_is_undefined_not_passed():
+    """Every seed the same non-zero contrast: the t statistic is undefined. The hypothesis has no p, is
+    not counted in m, never passes, and is marked undefined (the old p of 0 counted it as passed)."""
+    h = stats.paired_hypothesis("threshold", {0: 1.0, 1: 1.0, 2: 1.0})
+    assert h["p"] is None and h["sd"] == 0
+    fam = stats.decide_family([h, stats.paired_hypothesis("real", {0: 0.1, 1: 0.3, 2: 0.2})])
+    u, r = fam["hypotheses"]
+    assert fam["m"] == 1 and u["undefined"] and not u["passed"] and not r["undefined"]
+    assert r["p_holm"] == pytest.approx(r["p"])  # Holm over the one defined test
+
+
+def test_gg_epsilon_by_orthonormal_contrasts_and_its_bounds():
+    """Greenhouse-Geisser epsilon from an independent route: M = P' S P with P orthonormal contrasts
+    (k x k-1), eps = tr(M)^2 / ((k - 1) tr(M^2)); 1 under compound symmetry; never below 1 / (k - 1).
+    The corrected p refers the same F to F(eps df1, eps df2)."""
+    rng = np.random.default_rng(1)
+    k = 4
+    P = np.linalg.qr(np.column_stack([np.ones(k), rng.normal(size=(k, k - 1))]))[0][:, 1:]
+    for _ in range(10):
+        y = rng.normal(size=(6, k)) * rng.uniform(0.1, 3, k) + rng.normal(size=(6, 1))
+        M = P.T @ np.cov(y, rowvar=False) @ P
+        want = np.trace(M) ** 2 / ((k - 1) * np.trace(M @ M))
+        assert stats.gg_epsilon(y) == pytest.approx(max(1 / (k - 1), min(1.0, want)))
+        r = stats.rm_gg(y)
+        assert r["p_gg"] == pytest.approx(scistats.f.sf(r["F"], r["epsilon"] * r["df1"], r["epsilon"] * r["df2"]))
+        if r["epsilon"] == 1.0:
+            assert r["p_gg"] == pytest.approx(r["p"])
+    cs = np.array([[1.0, 1.0, 1.0], [0.0, 2.0, 1.0], [1.0, 0.0, 2.0], [2.0, 1.0, 0.0]])  # equal variances and covariances
+    assert stats.gg_epsilon(cs) == pytest.approx(1.0)
+    assert stats.gg_epsilon(rng.normal(size=(5, 2))) == 1.0
+
+
+def test_bartlett_from_variances_is_scipys_bartlett():
+    rng = np.random.default_rng(2)
+    groups = [rng.normal(0, s, n) for s, n in ((1.0, 5), (2.5, 7), (0.7, 4), (1.2, 9))]
+    b = stats.bartlett([np.var(g, ddof=1) for g in groups], [len(g) - 1 for g in groups])
+    want = scistats.bartlett(*groups)
+    assert b["statistic"] == pytest.approx(want.statistic) and b["p"] == pytest.approx(want.pvalue) and b["df"] == 3
+    assert stats.bartlett([1.0], [4]) is None
+
+
+def test_pooled_rm_f_uses_the_dof_weighted_error_of_all_cells():
+    cells = [{"F": 3.0, "df1": 2, "df2": 4, "ms_error": 0.5}, {"F": 1.0, "df1": 2, "df2": 8, "ms_error": 2.0}]
+    a, b = stats.pooled_rm_f(cells)
+    ms = (0.5 * 4 + 2.0 * 8) / 12
+    assert a["df2"] == b["df2"] == 12 and a["F"] == pytest.approx(3.0 * 0.5 / ms)
+    assert b["p"] == pytest.approx(scistats.f.sf(1.0 * 2.0 / ms, 2, 12))
+
+
+def test_blocked_factorial_is_ols_with_seed_blocks():
+    """The pooled test of each effect of a 2^3 factorial in seed blocks is the t test of that effect's
+    coefficient in OLS on seed dummies plus every +-1-coded factorial term (effect = 2 beta, residual
+    dof (2^k - 1)(n - 1)); the per-seed test is the paired t; the pooling check is MS(seed x main) /
+    MS(seed x higher) on (k(n-1), (2^k-1-k)(n-1))."""
+    rng = np.random.default_rng(3)
+    k, n = 3, 4
+    cells = list(itertools.product((0, 1), repeat=k))
+    data = {s: {c: float(0.3 * c[0] - 0.2 * c[1] + 0.1 * c[0] * c[2] + 0.5 * s + rng.normal(0, 0.1)) for c in cells}
+            for s in range(n)}
+    data[9] = {cells[0]: 1.0}  # a seed missing cells is left out
+    bf = stats.blocked_factorial(data, k)
+    assert bf["n"] == n and bf["dof_pooled"] == 7 * (n - 1)
+    terms = [S for r in range(1, k + 1) for S in itertools.combinations(range(k), r)]
+    rows, y = [], []
+    for s in range(n):
+        for c in cells:
+            x = [2 * ci - 1 for ci in c]
+            rows.append([1.0 * (s == j) for j in range(n)] + [np.prod([x[i] for i in S]) for S in terms])
+            y.append(data[s][c])
+    X, y = np.array(rows), np.array(y)
+    beta, res, *_ = np.linalg.lstsq(X, y, rcond=None)
+    dof = len(y) - X.shape[1]
+    s2 = float(res[0]) / dof
+    se = np.sqrt(s2 * np.diag(np.linalg.inv(X.T @ X)))
+    assert dof == bf["dof_pooled"]
+    for e, S, b, sb in zip(bf["effects"], terms, beta[n:], se[n:]):
+        assert tuple(e["terms"]) == S and e["effect"] == pytest.approx(2 * b)
+        assert e["se_pooled"] == pytest.approx(2 * sb)
+        assert e["p_pooled"] == pytest.approx(2 * scistats.t.sf(abs(b / sb), dof))
+        assert e["p_seed"] == pytest.approx(scistats.ttest_1samp(list(e["per_seed"].values()), 0).pvalue)
+    main = np.mean([e["sd"] ** 2 for e in bf["effects"] if len(e["terms"]) == 1])
+    high = np.mean([e["sd"] ** 2 for e in bf["effects"] if len(e["terms"]) > 1])
+    chk = bf["pooling"]
+    assert chk["F"] == pytest.approx(main / high) and (chk["df1"], chk["df2"]) == (k * (n - 1), 4 * (n - 1))
+    assert chk["pool"] == (chk["p"] > stats.POOL_LEVEL)
+
+
+def test_tost_power_matches_simulation():
+    """tost_power at a true contrast of 0 against 4,000 simulated TOSTs (n 10, sd 1, margin 1)."""
+    rng = np.random.default_rng(4)
+    want = stats.tost_power(1.0, 10, 1.0, 0.05)
+    sims = rng.normal(0, 1.0, (4000, 10))
+    got = np.mean([stats.tost(dict(enumerate(r)), 1.0)["p"] < 0.05 for r in sims])
+    assert 0.5 < want < 0.95 and got == pytest.approx(want, abs=0.03)
+    assert stats.tost_power(1.0, 30, 1.0, 0.05) > want and stats.tost_power(None, 10, 1.0) is None
+
+
+def test_power_plan_plans_equivalence_and_f_tests():
+    """An equivalence hypothesis plans the seeds for 80% power at its margin (a true contrast of 0) on the
+    upper bound of its sd; an rm F hypothesis plans on its error mean square's upper bound."""
+    h = stats.equivalence_hypothesis("null", {"c": {0: 0.002, 1: -0.004, 2: 0.003}}, 0.01)
+    f = stats.model_hypothesis("interaction", "rm F", 3, 0.02, None, 0.3,
+                               plan={"ms_error": 1e-4, "df2": 4, "k": 3})
+    plan = stats.power_plan(stats.decide_family([h, f]))
+    e, r = plan["rows"]
+    up = stats.sd_upper(h["sd"], 2)
+    assert e["kind"] == "equivalence" and e["sd_plan"] == pytest.approx(up) and e["target"] == 0.01
+    n = e["seeds_needed"]
+    assert stats.tost_power(up, n, 0.01, 0.025) >= 0.8 > stats.tost_power(up, n - 1, 0.01, 0.025)
+    ms = 1e-4 * 4 / scistats.chi2.ppf(0.2, 4)
+    assert r["kind"] == "rm F" and r["sd_plan"] == pytest.approx(math.sqrt(ms))
+    assert r["detectable"] == pytest.approx(stats.rm_anova_mde(ms, 3, 3, 0.025))
+    n = r["seeds_needed"]
+    assert stats.rm_anova_mde(ms, n, 3, 0.025) <= 0.02 < stats.rm_anova_mde(ms, n - 1, 3, 0.025)
