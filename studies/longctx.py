@@ -8,7 +8,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from studies.stats import (binomial_half_width, blocked_factorial, decide_family, factorial_design, loo_r2,
+from studies.stats import (binomial_half_width, blocked_factorial, coef_mde, decide_family, factorial_design, loo_r2,
                    model_hypothesis, nested_f, ols, paired_hypothesis, pearson, remove_one, samples_for_ci, sd1, spearman, t_half_width)
 from studies.common import (ci, dget, f, family_md, figures, lineage_root, no_data, num, parse_int, pretrain_block,
                      run_kind, table)
@@ -541,6 +541,9 @@ def longctx_family(rows, passing, outs):
             keep, bal = balanced_cells(passing, key)
             hyps.append(paired_hypothesis(f"{claim} (the {len(keep)} cells learned in every seed)", seed_means(bal, key), t))
     fam = decide_family([h for h in hyps if h["n"]])
+    for h in fam["hypotheses"]:  # a pooled-error test: the detectable effect of its t on the pooled dof
+        if h.get("plan") and h.get("mde") is None:
+            h["mde"] = coef_mde(h["plan"]["se"], h["plan"]["dof"], fam["alpha"] / max(fam["m"], 1))
     if fx:
         fam["factorial"] = {"outcome": "loss", "rule": "pooled seed x contrast error when the pooling check passes "
                             "(p > its level), else each effect's own seed t", "used": "pooled" if pooled else "seed",

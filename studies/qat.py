@@ -503,6 +503,16 @@ def interaction_tests(rows):
     return bartlett([r["ms_error"] for r in rows], [r["df2"] for r in rows]) if rows else None
 
 
+def verdict_rows(q, p):
+    """Every report row a family hypothesis decides (interaction, transition, move, lack of fit, N-D
+    coefficient, probe contrast): the rows that carry p_holm / passed / mde."""
+    rows = list(q["interaction"]) + [r for t in q["int4_transition"] or [] for r in t["rows"]] + list(q["moves"])
+    rows += [g["lack_of_fit"] for g in p["laws"] if g.get("lack_of_fit")]
+    for g in p.get("laws_nd") or []:
+        rows += list(g.get("coefs") or [])[1:] + ([g["lack_of_fit"]] if g.get("lack_of_fit") else [])
+    return rows + list(p.get("variant_contrasts") or [])
+
+
 def qat_family(q, p, grid=""):
     """The study's declared family: every statement its write-up decides, one hypothesis each, decided
     together by stats.decide_family (Holm within the family, the one rule: adjusted p < 0.05 over >= 3
@@ -530,6 +540,9 @@ def qat_family(q, p, grid=""):
     mine = lambda v, *cells: not probes or v != grid or any(c not in grid_cells for c in cells)
     q["family_scope"] = "probes" if probes else "grid"
     at = lambda r: (r["bits"], r["size"])
+    for row in verdict_rows(q, p):  # a stored row another family decides keeps no verdict of an earlier analysis
+        for k in ("p_holm", "passed", "mde"):
+            row.pop(k, None)
     q["interaction_pooling"] = interaction_tests([r for r in q["interaction"] if mine(r["variant"], at(r))])
     interaction_tests([r for r in q["interaction"] if not mine(r["variant"], at(r))])  # decided in qat's family
     pairs = []  # (hypothesis, the report row it decides)
