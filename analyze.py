@@ -36,6 +36,8 @@ from collections import defaultdict
 from cli import OneLineParser, UserError, atomic_write, clean, finite_float
 from studies.stats import power_plan
 from studies.common import f, families, lineage_root, load_runs, run_kind, table, warn, with_verdicts
+from studies.confirm import (CONFIRM, check_confirm_runs, confirm_md, confirm_plan, confirm_wall, confirmatory_family,
+                             with_confirmatory)
 from studies.qat import REF_WARMDOWN, qat_decide, qat_markdown, qat_plots, qat_study, records
 from studies.longctx import longctx_decide, longctx_md, longctx_plots, longctx_report
 from studies.lengen import lengen_decide, lengen_md, lengen_plots, lengen_report
@@ -169,6 +171,13 @@ def write_verdicts(folder, report):
         text = with_verdicts(fh.read(), report)
     if text is None:
         return False
+    study = os.path.basename(os.path.normpath(folder))
+    if study in CONFIRM:  # the write-up's confirmatory section: the declaration, then DIR/confirm's family
+        conf = None
+        if os.path.isfile(os.path.join(folder, "confirm", "analysis.json")):
+            conf = read_analysis(os.path.join(folder, "confirm"), "--verdicts")
+        wall = ((conf or {}).get("confirmatory") or {}).get("wall")
+        text = with_confirmatory(text, study, conf, wall and wall.get("text"), report) or text
     atomic_write(path, text)
     return True
 
@@ -273,6 +282,42 @@ def power(folder, seeds=None, effect=None):
     return 0
 
 
+def confirm_study(folder, study):
+    """The confirmatory study a folder's analysis belongs to: --study, else the folder's name (results/qat-probes),
+    else the report's one study."""
+    name = study or os.path.basename(os.path.normpath(folder))
+    if name not in CONFIRM:
+        raise UserError(f"--confirm: no confirmatory family for {name!r} (give --study, one of: {', '.join(CONFIRM)})")
+    return name
+
+
+def power_confirm(folder, study=None):
+    """analyze.py --power DIR --confirm: the study's declared confirmatory family (studies/confirm.py) built on
+    the pilot's stored per-seed values and planned at its Holm steps on the upper bound of each sd: the seeds
+    each hypothesis needs, the count the family runs (>= 8, <= its cap) and what it detects there."""
+    report = read_analysis(folder, "--power")
+    if report is None:
+        return 2
+    name = confirm_study(folder, study)
+    try:
+        plan = confirm_plan(name, report)
+    except (KeyError, ValueError) as e:
+        warn(f"--power {folder} --confirm: {e}")
+        return 2
+    rows = [[r["claim"], r["kind"], str(r["n"]), f(r["sd_plan"], ".3g"), f(r["target"], "+.3g"), f(r["seeds_needed"]),
+             (f"power {a['detectable']:.2f}" if a.get("detectable_is") and a["detectable"] is not None
+              else f(a["detectable"], ".3g"))] for r, a in zip(plan["plan"]["rows"], plan["at_seeds"]["rows"])]
+    print("\n".join([f"## Confirmatory plan: {name}", "",
+                     f"{len(rows)} hypotheses at level 0.05/{len(rows)} = {plan['plan']['level']:.3g} (Holm's strictest "
+                     f"step), 80% power, on the {plan['plan']['conf']:.0%} upper confidence bound of each pilot sd; the "
+                     "target is the margin of a claimed null (its power at a true difference of 0) and the pilot's effect "
+                     f"of a claimed difference. Seeds: {plan['seeds']} (needed {f(plan['needed'])}, at least 8, cap "
+                     f"{plan['cap']}{': the cap binds' if plan['capped'] else ''}).", ""]
+                    + table(["claim", "test", "pilot seeds", "sd planned on", "target", "seeds needed",
+                             f"detectable at {plan['seeds']} seeds"], rows) + [""]))
+    return 0
+
+
 def main(argv=None):
     ap = OneLineParser(description="Statistics and reports over result.json / eval.json files.")
     ap.add_argument("folders", nargs="*", help="folders searched recursively for result.json")
@@ -307,6 +352,8 @@ def main(argv=None):
                     help="lengen, posenc: smallest mean gain (or loss) of exact match past N against RoPE "
                          "that counts as better (worse), with the paired t test over >= 3 seeds at p < 0.05")
     ap.add_bool("--no_plots", False, "skip the PNG plots")
+    ap.add_bool("--confirm", False, "with runs: also decide the study's declared confirmatory family "
+                "(studies/confirm.py; --study names it) on them; with --power DIR: plan its seeds on DIR's pilot")
     args = ap.parse_args(argv)
     if sum(x is not None for x in (args.verdicts, args.refamily, args.power)) > 1:
         ap.error("--verdicts, --refamily and --power are separate modes: give one")
@@ -319,7 +366,11 @@ def main(argv=None):
     if args.refamily:
         return refamily(args.refamily, args.no_plots)
     if args.power:
-        return power(args.power, args.seeds, args.effect)
+        try:
+            return power_confirm(args.power, args.study) if args.confirm else power(args.power, args.seeds, args.effect)
+        except UserError as e:
+            warn(str(e))
+            return 2
     if not args.folders:
         ap.error("the following arguments are required: folders (a folder of runs; or --verdicts, --refamily or --power DIR)")
     if not 0 < args.level < 1:
@@ -334,6 +385,12 @@ def main(argv=None):
         return 2
     try:
         rep, lines, figs = analyse(runs, args)
+        if args.confirm:  # the declared family on these (fresh-seed, one-machine) runs, ahead of everything else
+            name = confirm_study(args.folders[0], args.study)
+            fam = confirmatory_family(name, rep)
+            fam.update(check_confirm_runs(name, runs))
+            rep["confirmatory"] = {"family": fam, "wall": confirm_wall(args.folders)}
+            lines[2:2] = confirm_md(fam)
     except UserError as e:
         warn(str(e))
         return 2

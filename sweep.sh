@@ -12,6 +12,9 @@
 # Studies: qat, qat-probes, longctx, posenc, lengen (grids: the grid_* functions below).
 # Environment:
 #   SCALE=tiny|paper  tiny (default) fits a 2-core CPU (qat: 99 runs, 13 min on 2 idle cores); paper = the seeds' grids
+#   CONFIRM=1         tiny only: the study's confirmatory design (studies/confirm.py): only the cells its declared
+#                     family needs, at its fresh seeds (CONFIRM_SEEDS below); runs under OUT/confirm/STUDY, and
+#                     analyze.py --confirm decides the family; PUBLISH=1 writes it into RESULTS/STUDY/confirm
 #   OUT=out/sweeps    output root; run folders are OUT/STUDY/RUN_NAME, logs OUT/STUDY/logs/ (relative
 #                     paths are relative to this folder: commands run from the repository root)
 #   JOBS=N            parallel jobs (default: GPUs in GPUS x JOBS_PER_GPU, else CPU cores for tiny, else 1)
@@ -71,6 +74,7 @@ SCALE=${SCALE:-tiny}
 REHEARSE=${REHEARSE:-0}  # 1: the paper grid's rehearsal on CPU (the Rehearsal block below)
 [[ $REHEARSE == 1 ]] && OUT=${OUT:-out/rehearse}
 OUT=${OUT:-out/sweeps}
+CONFIRM=${CONFIRM:-0}
 PY=${PYTHON:-python}
 DATA=${DATA:-}
 EXTRA=${EXTRA:-}
@@ -93,6 +97,12 @@ case $COMPILE in 0) COMPILE_FLAG="";; 1) COMPILE_FLAG=" --compile";; *) die "COM
 [[ $OUT == *[[:space:]]* ]] && die "OUT must not contain spaces: '$OUT'"
 [[ $OUT == /* ]] || OUT=${OUT#./}
 case ${PUBLISH:-0} in 0|1) ;; *) die "PUBLISH must be 0 or 1, got '$PUBLISH'";; esac
+case $CONFIRM in
+    0) ;;
+    1) [[ $SCALE == tiny && $REHEARSE == 0 ]] || die "CONFIRM=1 is the tiny confirmatory design: SCALE=tiny, REHEARSE=0"
+       OUT=$OUT/confirm; RESULTS_SUB=/confirm ;;
+    *) die "CONFIRM must be 0 or 1, got '$CONFIRM'" ;;
+esac
 case $REHEARSE in
     0) ;;
     1) [[ $SCALE == paper ]] || die "REHEARSE=1 rehearses a paper grid: set SCALE=paper"
@@ -282,6 +292,7 @@ grid_longctx() {
         evalf="--tasks ppl,passkey_short --depths 5 --samples 26 --score exact --rank false"  # 1 row per sample, not 5
         evalf+=" --ppl_tokens 16384 --longppl_short 32 --alpha 0.5 --beta 4 --quiet"
         tgt_lengths=$target
+        [[ $CONFIRM == 1 ]] && seeds=${CONFIRM_SEEDS[longctx]}
     else
         # swiglu: every cell exports to transformers (HELMET / RULER); window = the short pretraining context
         # target: the seed's extension ratios, 8x / 4x (it extends 4K / 8K to 32K); 1K / 2K to 8K here
@@ -304,7 +315,7 @@ grid_longctx() {
     # both scales: the extension's task rows only on its steps at the pretraining length, its target rows
     # text only: exact match at the target is extended, not trained at the target
     taskrows=" --task_rows short"
-    local seed qk kv w ctx run ext swa f line evs="" second=() evalo layout extdata=""
+    local seed qk kv w ctx run ext swa f line evs="" second=() evalo layout extdata="" count
     # paper: the extension trains on the long-document set's train split (the seed extends on a
     # long-context mix; the web corpus has few documents of the target length); evaluation scores its
     # held-out split. Both checked before any job (run / task)
@@ -338,6 +349,17 @@ grid_longctx() {
         extf="--factor $(( target / ctx )) --short_frac $mix$taskrows --layers global$extdata --quiet"
         line="$PY train.py --size $size --qk_norm $qk --n_kv_head $kv$swa --block_size $ctx$mlp"
         [[ $ctx != "${ctxs%% *}" ]] && line+="$premix"
+        if [[ $CONFIRM == 1 ]]; then  # the 10 cells with <= 1 or >= 3 features: pretrain, the main recipe, evaluations
+            count=$(( $([[ $qk != none ]] && echo 1 || echo 0) + $([[ $kv != "${kvs%% *}" ]] && echo 1 || echo 0)
+                      + $([[ $w != 0 ]] && echo 1 || echo 0) + $([[ $ctx == "${ctxs%% *}" ]] && echo 1 || echo 0) ))
+            (( count == 2 )) && continue
+            line+=" --batch_size $(( tps / ctx )) --iters $steps --seed $seed $base $TRAIN_FLAGS --out_dir $run"
+            ev_step "$run --lengths $ctx,$tgt_lengths --probe_samples 4 $evalo"
+            line+=" && $PY extend.py $run --method ntk --token_frac $frac $extf --out_dir $ext"
+            ev_step "$ext --lengths $tgt_lengths --no_probes $evalo"
+            emit "$line"
+            continue
+        fi
         line+=" --batch_size $(( tps / ctx )) --iters $steps --save_at $early --seed $seed $base $TRAIN_FLAGS --out_dir $run"
         ev_step "$run --lengths $ctx,$tgt_lengths --probe_samples 4 $evalf"
         line+=" && $PY extend.py $run --method ntk $extf --out_dir $run-ntk$target-free"  # the gain's baseline
@@ -394,9 +416,10 @@ grid_posenc() {
         # sequence). With 64-token chunks and a global RoPE layer 0 the model lost passkey past 128.
         swan="--swan true --window 32 --global_every 2"; chunk="--chunk_layers 1 --chunk_size 16 --window 16"
         ablate="chunk-linear:$chunk --chunk_encoder linear|chunk-fused:$chunk --chunk_bypass false|chunk-dense:$chunk --chunk_dense_train true"
+        [[ $CONFIRM == 1 ]] && { seeds=${CONFIRM_SEEDS[posenc]}; ablate=""; }  # RoPE, SWAN, chunk only (below)
     else
-        # 10 seeds: under Holm over the 19-hypothesis family 3 seeds detect only 14.3 paired sds (more than
-        # the exact-match range at the tiny pilot's sds), 10 seeds 1.63 (analyze.py --power; docs/cluster.md)
+        # 10 seeds: 3 cannot decide under Holm over the pilot's family; what 10 detect, planned on the upper
+        # bound of the pilot's sds: python analyze.py --power results/posenc --seeds 10 (results/posenc/README.md)
         size=50M; block=1024; seeds="0 1 2 3 4 5 6 7 8 9"
         base="--batch_size 64 --tokens 1000000000 --eval_interval 500 --ckpt_minutes 30 --ptq_bits '' $PAPER_FINAL_EVAL"
         tasks="ppl,passkey,niah_single,niah_multikey,vt,json_kv"; lengths="1024,2048,4096,8192,16384"; quick=""
@@ -411,6 +434,7 @@ grid_posenc() {
     for v in "rope:--pos rope" "nope:--pos nope" "alibi:--pos alibi" "hope:--pos hope" "expe:--pos expe" \
              "sinusoidal:--pos sinusoidal" "swan:$swan" "chunk:$chunk" "${abl[@]}"; do
         label=${v%%:*}; flags=${v#*:}; ev=""
+        [[ $CONFIRM == 1 && " rope swan chunk " != *" $label "* ]] && continue
         [[ $label == swan ]] && ev=" --logn"
         for seed in $seeds; do
             run=$d/${size}_${label}_ctx${block}_s${seed}
@@ -452,9 +476,12 @@ grid_lengen() {
         base="--n_head 4 --mlp_ratio 2 --block_size 64 --batch_size 32"
         swan="--swan true --window 8 --global_every 2"; chunk=""
         th_tasks="copy sort parity_scratch"; th_lens="8 16 24"; th_depths="1 2 recipe"; th_enc="nope"
+        if [[ $CONFIRM == 1 ]]; then  # NoPE against RoPE on the three tasks every encoding learns; no threshold sweep
+            tasks="copy sort parity_scratch"; seeds=${CONFIRM_SEEDS[lengen]}; swan=""; th_tasks=""
+        fi
     else
-        # 10 seeds: under Holm over the 26-hypothesis family 10 seeds detect 1.71 paired sds, about 0.04 exact
-        # match at the tiny pilot's median sd (3 seeds: 16.7 sds), below the 0.05 margin of "better"
+        # 10 seeds: 3 cannot decide under Holm over the pilot's family; what 10 detect, planned on the upper
+        # bound of the pilot's sds: python analyze.py --power results/lengen --seeds 10 (results/lengen/README.md)
         size=5M; tasks="copy reverse sort parity parity_scratch majority addition assoc_recall"; seeds="0 1 2 3 4 5 6 7 8 9"
         n=32; offset=64; base="--block_size 256 --batch_size 32 --iters 20000"
         swan="--swan true --window 16 --global_every 2"; chunk="--chunk_layers all --chunk_size 16"
@@ -467,6 +494,7 @@ grid_lengen() {
             label=${v%%:*}; flags=${v#*:}
             [[ -z $flags ]] && continue  # a variant this scale leaves out
             [[ $SCALE == tiny && $t == parity && $label != rope ]] && continue  # not learned by any (README)
+            [[ $CONFIRM == 1 && $label != rope && $label != nope ]] && continue
             for seed in $seeds; do
                 run=$d/${size}_${t}_${label}_len${n}_s${seed}
                 emit "$PY train.py --algo $t --algo_len 1,$n --algo_offset $offset --size $size $RECIPE $base $flags" \
@@ -490,7 +518,36 @@ grid_lengen() {
     done
 }
 
+# The confirmatory designs (CONFIRM=1; declared in studies/confirm.py before any of these runs, with the
+# seed counts analyze.py --power --confirm planned on the pilot; tests/test_confirm.py checks the two agree).
+# Fresh seeds from 100: none is a pilot seed (0-2) nor a paper grid's (0-9).
+confirm_seeds() { seq 100 $(( 99 + $1 )) | tr '\n' ' '; }
+declare -A CONFIRM_SEEDS=([qat]=$(confirm_seeds 8) [qat-probes]=$(confirm_seeds 13) [longctx]=$(confirm_seeds 10)
+                          [lengen]=$(confirm_seeds 16) [posenc]=$(confirm_seeds 8))
+
+grid_confirm_qat() {  # INT4 and FP16 at 39K, every warmdown: the seed's null and INT4's wd 0.33 there
+    local d=$OUT/qat wd seed bits
+    for seed in ${CONFIRM_SEEDS[qat]}; do for wd in $QAT_WDS; do for bits in 16 4; do
+        qat_run "$d" 39K "$bits" "$wd" 1 "$seed"
+    done; done; done
+}
+
+grid_confirm_qat_probes() {  # the null under AdamW (25K) and under 3x training (14K), INT3 against FP16
+    local d=$OUT/qat-probes wd seed bits
+    for seed in ${CONFIRM_SEEDS[qat-probes]}; do for wd in $QAT_WDS; do for bits in 16 3; do
+        qat_run "$d" 25K "$bits" "$wd" 1 "$seed" --optimizer adamw
+        qat_run "$d" 14K "$bits" "$wd" 1 "$seed" --long 3
+    done; done; done
+}
+
 grid() {
+    if [[ $CONFIRM == 1 ]]; then
+        case $1 in
+            qat) qat_axes; grid_confirm_qat;; qat-probes) qat_axes; grid_confirm_qat_probes;;
+            *) grid_"$1";;  # longctx, posenc, lengen: their grid functions read CONFIRM themselves
+        esac
+        return
+    fi
     case $1 in
         qat) grid_qat;; qat-probes) qat_axes; grid_qat_probes;; longctx) grid_longctx;;
         posenc) grid_posenc;; lengen) grid_lengen;;
@@ -518,7 +575,7 @@ probe_lines() {  # weight-to-grid distance on the INT6 grid (tiny: INT4, its gri
 
 post() {
     local study=$1 rc=0
-    if [[ $study == qat ]]; then
+    if [[ $study == qat && $CONFIRM == 0 ]]; then
         note "grid-distance probe (evaluate.py --tasks grid) on the warmdown checkpoints"
         if [[ $REHEARSE == 1 ]]; then rehearse_pool "$OUT/qat/logs/probe" probe < <(probe_lines)
         else run_pool "$OUT/qat/logs/probe" < <(probe_lines); fi
@@ -528,11 +585,13 @@ post() {
         # the penalty law is fitted on the grid's sizes and tested on the probes' held-out sizes,
         # so qat-probes is analysed together with the grid (as the QAT seed's Phase 2 + Phase 5)
         qat_axes
-        [[ $study == qat-probes && -d $OUT/qat ]] && folders=("$OUT/qat" "$OUT/qat-probes")
+        [[ $study == qat-probes && -d $OUT/qat && $CONFIRM == 0 ]] && folders=("$OUT/qat" "$OUT/qat-probes")
         local fit=${QAT_SIZES// /,}
+        [[ $CONFIRM == 1 ]] && fit=$( [[ $study == qat ]] && echo 39K || echo 14K,25K )  # the confirm cells' sizes
         [[ $REHEARSE == 1 ]] && fit=$(rehearse_sizes "$fit")  # its runs' size names carry the shrunk width
         flags+=(--fit_sizes "$fit" --out "$OUT/$study")
     fi
+    [[ $CONFIRM == 1 ]] && flags+=(--confirm)  # the declared family (studies/confirm.py), decided on these runs
     note "analysis: $PY analyze.py ${folders[*]} ${flags[*]}"
     $PY analyze.py "${folders[@]}" "${flags[@]}" || rc=$?
     if [[ $study == longctx && $SCALE == paper && $REHEARSE == 0 ]]; then  # (the rehearsal: rehearse_outcomes)
@@ -540,8 +599,8 @@ post() {
         run_pool "$OUT/longctx/logs/export" < <(export_lines longctx) || rc=1
     fi
     if [[ ${PUBLISH:-0} == 1 && $rc == 0 ]]; then  # the same analysis, written by analyze.py into RESULTS/STUDY
-        note "publishing: $PY analyze.py ${folders[*]} ${flags[*]} --out $RESULTS/$study"
-        $PY analyze.py "${folders[@]}" "${flags[@]}" --out "$RESULTS/$study" || rc=$?  # the later --out wins
+        note "publishing: $PY analyze.py ${folders[*]} ${flags[*]} --out $RESULTS/$study${RESULTS_SUB:-}"
+        $PY analyze.py "${folders[@]}" "${flags[@]}" --out "$RESULTS/$study${RESULTS_SUB:-}" || rc=$?  # the later --out wins
     fi
     return $rc
 }
@@ -648,6 +707,12 @@ case $mode in
         (( ${#FIRST[@]} )) && run_pool "$OUT/$study/logs" < <(printf '%s\n' "${FIRST[@]}")
         (( ${#SECOND[@]} )) && run_pool "$OUT/$study/logs" < <(printf '%s\n' "${SECOND[@]}")  # after the first pass
         note "$study: runs finished in $(( (SECONDS - start) / 60 ))m$(( (SECONDS - start) % 60 ))s, ${#FAILED[@]} failed"
+        if [[ $CONFIRM == 1 ]] && (( ${#todo[@]} )); then  # the write-up's measured wall: summed over sittings
+            wall=$OUT/$study/wall.json
+            read -r secs sits < <(sed -n 's/.*"seconds": *\([0-9]*\).*"sittings": *\([0-9]*\).*/\1 \2/p' "$wall" 2>/dev/null || true)
+            printf '{"seconds": %d, "sittings": %d, "jobs": %d, "cores": %d}\n' $(( ${secs:-0} + SECONDS - start )) \
+                $(( ${sits:-0} + 1 )) "$JOBS" "$NCPU" > "$wall.tmp" && mv "$wall.tmp" "$wall"
+        fi
         rc=0
         post "$study" || rc=$?
         if (( ${#STOPPED[@]} )); then

@@ -126,6 +126,13 @@ def seeds_needed(sd, effect, level=BETTER_LEVEL, power=0.8, max_n=1000):
 # Holm step (level / m), from its own n and observed sd, so "not distinguishable" says what it missed.
 
 
+def same_everywhere(a):
+    """Every value equal up to float round-off (differences of equal numbers computed in different orders
+    leave ~1e-16): then an sd over them is round-off, and a t statistic on it is not a test."""
+    a = np.asarray(a, dtype=float)
+    return bool(np.ptp(a) <= 1e-12 * max(1.0, float(np.abs(a).max())))
+
+
 def paired_hypothesis(claim, diffs, test="paired t over seeds", level=0.95):
     """One hypothesis from its per-seed effects {seed: d} (d = A - B of matched seeds, or any per-seed
     contrast whose mean is tested against 0): n, effect = mean d, sd of d, the t interval over seeds
@@ -142,7 +149,7 @@ def paired_hypothesis(claim, diffs, test="paired t over seeds", level=0.95):
         p = None
     elif np.abs(a).max() < 1e-12:  # every seed's contrast is round-off: no effect, not an infinitely sure one
         p = 1.0
-    elif not np.ptp(a):  # every seed the same non-zero contrast: the t statistic is undefined, not infinite
+    elif same_everywhere(a):  # every seed the same non-zero contrast: the t statistic is undefined, not infinite
         p = None
     else:
         p = float(2 * scistats.t.sf(abs(mean) / (sd / math.sqrt(n)), n - 1))
@@ -197,7 +204,7 @@ def tost(diffs, margin):
     a = np.array([float(v) for v in diffs.values() if v is not None], dtype=float)
     n = int(a.size)
     out = {"n": n, "mean": float(a.mean()) if n else None, "sd": sd1(a), "p": None, "ci90": None}
-    if n < 2 or not np.ptp(a):  # every seed the same contrast: no t statistic
+    if n < 2 or same_everywhere(a):  # every seed the same contrast: no t statistic
         return out
     se = out["sd"] / math.sqrt(n)
     p_lo = float(scistats.t.sf((out["mean"] + margin) / se, n - 1))

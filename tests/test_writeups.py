@@ -10,6 +10,7 @@ import re
 import pytest
 
 from studies.common import VERDICTS_BEGIN, VERDICTS_END, with_verdicts
+from studies.confirm import CONFIRM_BEGIN, CONFIRM_END
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "results")
 STUDIES = sorted(d for d in os.listdir(ROOT) if os.path.isfile(os.path.join(ROOT, d, "analysis.json")))
@@ -59,12 +60,19 @@ def read(study):
     return text, report
 
 
+def without_generated(text):
+    """text less its generated sections (the verdicts, checked below; the confirmatory one, by test_confirm.py)."""
+    for begin, end in ((VERDICTS_BEGIN, VERDICTS_END), (CONFIRM_BEGIN, CONFIRM_END)):
+        if begin in text:
+            head, rest = text.split(begin, 1)
+            text = head + rest.split(end, 1)[1]
+    return text
+
+
 @pytest.mark.parametrize("study", STUDIES)
 def test_every_number_of_the_writeup_is_in_its_analysis(study):
     text, report = read(study)
-    if VERDICTS_BEGIN in text:  # the generated section is checked below, against the same file
-        head, rest = text.split(VERDICTS_BEGIN, 1)
-        text = head + rest.split(VERDICTS_END, 1)[1]
+    text = without_generated(text)
     bad = unexplained(KEPT.sub("", text), json_numbers(report, []))
     assert not bad, f"results/{study}/README.md: numbers in no analysis.json key nor a not-regenerated block: {bad}"
 
@@ -135,10 +143,7 @@ SOFTWARE = re.compile(r"\b(?:suite|CI|pytest|tests? pass(?:es)?|install)\b")  # 
 def prose_sentences(text):
     """The write-up's own sentences: the generated section, not-regenerated blocks, code, tables, block
     quotes and headings left out."""
-    text = KEPT.sub("", text)
-    if VERDICTS_BEGIN in text:
-        head, rest = text.split(VERDICTS_BEGIN, 1)
-        text = head + rest.split(VERDICTS_END, 1)[1]
+    text = without_generated(KEPT.sub("", text))
     text = re.sub(r"```.*?```", "", text, flags=re.S)
     out = []
     for para in re.split(r"\n\s*\n", text):
