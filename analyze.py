@@ -37,7 +37,7 @@ from cli import OneLineParser, UserError, atomic_write, clean, finite_float
 from studies.stats import power_plan
 from studies.common import f, families, lineage_root, load_runs, run_kind, table, warn, with_verdicts
 from studies.confirm import (CONFIRM, check_confirm_runs, confirm_md, confirm_plan, confirm_wall, confirmatory_family,
-                             with_confirmatory)
+                             with_confirmatory, with_front)
 from studies.qat import REF_WARMDOWN, qat_decide, qat_markdown, qat_plots, qat_study, records
 from studies.longctx import longctx_decide, longctx_md, longctx_plots, longctx_report
 from studies.lengen import lengen_decide, lengen_md, lengen_plots, lengen_report
@@ -318,6 +318,22 @@ def power_confirm(folder, study=None):
     return 0
 
 
+def front(readme, results="results"):
+    """analyze.py --front README.md: its confirmatory-verdicts section regenerated from results/*/confirm."""
+    try:
+        with open(readme) as fh:
+            text = with_front(fh.read(), results)
+    except OSError as e:
+        warn(f"--front {readme}: {e}")
+        return 2
+    if text is None:
+        warn(f"--front {readme}: no confirmatory-verdicts markers there")
+        return 2
+    atomic_write(readme, text)
+    print(f"rewrote the confirmatory verdicts of {readme}", file=sys.stderr)
+    return 0
+
+
 def main(argv=None):
     ap = OneLineParser(description="Statistics and reports over result.json / eval.json files.")
     ap.add_argument("folders", nargs="*", help="folders searched recursively for result.json")
@@ -330,6 +346,8 @@ def main(argv=None):
     ap.add_argument("--power", default=None, metavar="DIR",
                     help="print, for each hypothesis of DIR/analysis.json's families, the effect detectable at "
                          "--seeds seeds and the seeds needed for --effect (power before the run; nothing written)")
+    ap.add_argument("--front", default=None, metavar="README",
+                    help="only rewrite the confirmatory-verdicts section of the front page from results/*/confirm")
     ap.add_argument("--seeds", type=int, default=None, help="--power: planned seeds (default: each hypothesis's own n)")
     ap.add_argument("--effect", type=finite_float, default=None,
                     help="--power: the effect to detect, in each hypothesis's own units (default: its observed effect)")
@@ -355,14 +373,16 @@ def main(argv=None):
     ap.add_bool("--confirm", False, "with runs: also decide the study's declared confirmatory family "
                 "(studies/confirm.py; --study names it) on them; with --power DIR: plan its seeds on DIR's pilot")
     args = ap.parse_args(argv)
-    if sum(x is not None for x in (args.verdicts, args.refamily, args.power)) > 1:
-        ap.error("--verdicts, --refamily and --power are separate modes: give one")
+    if sum(x is not None for x in (args.verdicts, args.refamily, args.power, args.front)) > 1:
+        ap.error("--verdicts, --refamily, --power and --front are separate modes: give one")
     if args.seeds is not None and args.seeds < 2:
         ap.error(f"--seeds {args.seeds}: a paired t test needs at least 2 seeds")
     if args.effect is not None and not args.effect > 0:
         ap.error(f"--effect {args.effect:g} must be > 0")
     if args.verdicts:
         return verdicts_only(args.verdicts)
+    if args.front:
+        return front(args.front, os.path.join(os.path.dirname(os.path.abspath(args.front)), "results"))
     if args.refamily:
         return refamily(args.refamily, args.no_plots)
     if args.power:

@@ -224,3 +224,25 @@ def test_the_writeup_opens_with_the_generated_confirmatory_section(study):
     assert confirm.CONFIRM_BEGIN in text and text.index(confirm.CONFIRM_BEGIN) < text.index("**Question")
     assert confirm.with_confirmatory(text, study, conf, wall and wall.get("text"), pilot) == text, \
         f"results/{study}/README.md: run python analyze.py --verdicts results/{study}"
+
+
+def test_the_front_page_quotes_the_generated_confirmatory_verdicts():
+    """README.md's confirmatory-verdicts section is exactly what analyze.py --front writes from results/*/confirm:
+    every declared hypothesis, each with its verdict or 'pending'."""
+    with open(os.path.join(ROOT, "README.md")) as fh:
+        text = fh.read()
+    assert confirm.with_front(text, os.path.join(ROOT, "results")) == text, "run python analyze.py --front README.md"
+    section = text.split(confirm.FRONT_BEGIN, 1)[1].split(confirm.FRONT_END, 1)[0]
+    n = sum(len(c["hypotheses"]) for c in confirm.CONFIRM.values())
+    assert section.count("\n| [") == n
+
+
+def test_front_rewrites_only_its_section(tmp_path, capsys):
+    (tmp_path / "results").mkdir()
+    (tmp_path / "README.md").write_text(f"before\n{confirm.FRONT_BEGIN}\nstale\n{confirm.FRONT_END}\nafter\n")
+    assert analyze.main(["--front", str(tmp_path / "README.md")]) == 0
+    text = (tmp_path / "README.md").read_text()
+    assert text.startswith("before\n") and text.endswith("after\n") and "stale" not in text and "pending" in text
+    (tmp_path / "README.md").write_text("no markers\n")
+    assert analyze.main(["--front", str(tmp_path / "README.md")]) == 2
+    assert (tmp_path / "README.md").read_text() == "no markers\n"

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from studies.common import VERDICTS_BEGIN, VERDICTS_END, with_verdicts
-from studies.confirm import CONFIRM_BEGIN, CONFIRM_END
+from studies.confirm import CONFIRM_BEGIN, CONFIRM_END, FRONT_BEGIN, FRONT_END
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "results")
 STUDIES = sorted(d for d in os.listdir(ROOT) if os.path.isfile(os.path.join(ROOT, d, "analysis.json")))
@@ -61,8 +61,8 @@ def read(study):
 
 
 def without_generated(text):
-    """text less its generated sections (the verdicts, checked below; the confirmatory one, by test_confirm.py)."""
-    for begin, end in ((VERDICTS_BEGIN, VERDICTS_END), (CONFIRM_BEGIN, CONFIRM_END)):
+    """text less its generated sections (the verdicts, checked below; the confirmatory ones, by test_confirm.py)."""
+    for begin, end in ((VERDICTS_BEGIN, VERDICTS_END), (CONFIRM_BEGIN, CONFIRM_END), (FRONT_BEGIN, FRONT_END)):
         if begin in text:
             head, rest = text.split(begin, 1)
             text = head + rest.split(end, 1)[1]
@@ -73,7 +73,9 @@ def without_generated(text):
 def test_every_number_of_the_writeup_is_in_its_analysis(study):
     text, report = read(study)
     text = without_generated(text)
-    bad = unexplained(KEPT.sub("", text), json_numbers(report, []))
+    conf = os.path.join(ROOT, study, "confirm", "analysis.json")  # the confirmatory runs' analysis, once run
+    numbers = json_numbers(report, json_numbers(json.load(open(conf)), []) if os.path.isfile(conf) else [])
+    bad = unexplained(KEPT.sub("", text), numbers)
     assert not bad, f"results/{study}/README.md: numbers in no analysis.json key nor a not-regenerated block: {bad}"
 
 
@@ -174,8 +176,15 @@ def unbacked_verdicts(text, passed):
     return bad
 
 
-def passed_members(report):
-    return [(h["p_holm"], h.get("margin") is not None) for _, fam in families_of(report)
+def passed_members(report, study=None):
+    """(p_holm, is_equivalence) of the passed hypotheses of a study's families, its confirmatory family
+    (results/STUDY/confirm/analysis.json, once run) included."""
+    reports = [report]
+    conf = os.path.join(ROOT, study, "confirm", "analysis.json") if study else None
+    if conf and os.path.isfile(conf):
+        with open(conf) as fh:
+            reports.append(json.load(fh))
+    return [(h["p_holm"], h.get("margin") is not None) for rep in reports for _, fam in families_of(rep)
             for h in fam["hypotheses"] if h.get("passed")]
 
 
@@ -199,14 +208,14 @@ def test_the_verdict_word_check_can_fail():
 @pytest.mark.parametrize("study", STUDIES)
 def test_a_verdict_word_needs_a_family_member_behind_it(study):
     text, report = read(study)
-    bad = unbacked_verdicts(text, passed_members(report))
+    bad = unbacked_verdicts(text, passed_members(report, study))
     assert not bad, f"results/{study}/README.md: verdict words no passed family member backs (cite its Holm p): {bad}"
 
 
 def test_the_front_page_verdict_words_have_family_members_behind_them():
     passed = []
     for study in STUDIES:
-        passed += passed_members(read(study)[1])
+        passed += passed_members(read(study)[1], study)
     with open(os.path.join(ROOT, "..", "README.md")) as fh:
         bad = unbacked_verdicts(fh.read(), passed)
     assert not bad, f"README.md: verdict words no passed family member backs (cite its Holm p): {bad}"
