@@ -385,7 +385,8 @@ def confirm_md(fam):
     return ([f"## Confirmatory family: {fam['study']}", "",
              f"Seeds {used[0]}-{used[-1]} ({len(used)})" if used else "No seeds.",
              f"on one CPU kind (cpu_capability {m.get('cpu_capability')}); {fam['m']} hypotheses, Holm within them "
-             "(a claimed null: TOST, its 90% interval; the others: 95% intervals over seeds).", ""]
+             "(a claimed null: TOST, its 90% interval; the others: 95% intervals over seeds). Every other table and "
+             "family of this analysis is exploratory: only this family was declared before the runs.", ""]
             + table(["id", "hypothesis", "seeds", "effect [interval]", "p", "p (Holm)", "verdict"], rows) + [""])
 
 
