@@ -36,7 +36,7 @@ from collections import defaultdict
 from cli import OneLineParser, UserError, atomic_write, clean, finite_float
 from studies.stats import power_plan
 from studies.common import f, families, lineage_root, load_runs, run_kind, table, warn, with_verdicts
-from studies.confirm import (CONFIRM, check_confirm_runs, confirm_md, confirm_plan, confirm_wall, confirmatory_family,
+from studies.confirm import (CONFIRM, check_confirm_runs, plan_md, confirm_md, confirm_wall, confirmatory_family,
                              with_confirmatory, with_front)
 from studies.qat import REF_WARMDOWN, qat_decide, qat_markdown, qat_plots, qat_study, records
 from studies.longctx import longctx_decide, longctx_md, longctx_plots, longctx_report
@@ -300,21 +300,11 @@ def power_confirm(folder, study=None):
         return 2
     name = confirm_study(folder, study)
     try:
-        plan = confirm_plan(name, report)
+        lines = plan_md(name, report)
     except (KeyError, ValueError) as e:
         warn(f"--power {folder} --confirm: {e}")
         return 2
-    rows = [[r["claim"], r["kind"], str(r["n"]), f(r["sd_plan"], ".3g"), f(r["target"], "+.3g"), f(r["seeds_needed"]),
-             (f"power {a['detectable']:.2f}" if a.get("detectable_is") and a["detectable"] is not None
-              else f(a["detectable"], ".3g"))] for r, a in zip(plan["plan"]["rows"], plan["at_seeds"]["rows"])]
-    print("\n".join([f"## Confirmatory plan: {name}", "",
-                     f"{len(rows)} hypotheses at level 0.05/{len(rows)} = {plan['plan']['level']:.3g} (Holm's strictest "
-                     f"step), 80% power, on the {plan['plan']['conf']:.0%} upper confidence bound of each pilot sd; the "
-                     "target is the margin of a claimed null (its power at a true difference of 0) and the pilot's effect "
-                     f"of a claimed difference. Seeds: {plan['seeds']} (needed {f(plan['needed'])}, at least 8, cap "
-                     f"{plan['cap']}{': the cap binds' if plan['capped'] else ''}).", ""]
-                    + table(["claim", "test", "pilot seeds", "sd planned on", "target", "seeds needed",
-                             f"detectable at {plan['seeds']} seeds"], rows) + [""]))
+    print("\n".join([f"## Confirmatory plan: {name}", ""] + lines))
     return 0
 
 

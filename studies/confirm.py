@@ -28,7 +28,7 @@ from collections import defaultdict
 import numpy as np
 
 from cli import UserError
-from studies.common import CONFIRM_BEGIN, CONFIRM_END, ci, f, table
+from studies.common import CONFIRM_BEGIN, CONFIRM_END, ci, f, table, verdict_words
 from studies.stats import decide_family, paired_hypothesis, power_plan
 
 MIN_CONFIRM_SEEDS = 8
@@ -361,16 +361,13 @@ def declaration_md(study):
 
 
 def result_words(h):
-    """A confirmatory hypothesis's verdict in words."""
-    if h.get("undefined") or h.get("p") is None:
-        return "undefined: no test"
-    if h.get("margin") is not None:
-        return f"equivalent within +-{f(h['margin'])}" if h["passed"] else f"not shown equivalent (margin +-{f(h['margin'])})"
+    """A confirmatory hypothesis's verdict in words: the study families' words (verdict_words), a pass
+    named against the seed's declared direction."""
     if h.get("opposite"):
         return "passed OPPOSITE to the seed"
-    if h["passed"]:
+    if h["passed"] and h.get("margin") is None and not h.get("undefined"):
         return "passed, as the seed"
-    return "not distinguishable" + (f"; detectable: {f(h['mde'], '.3g')}" if h.get("mde") else "")
+    return verdict_words(h)
 
 
 def confirm_md(fam):
