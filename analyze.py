@@ -36,7 +36,8 @@ from collections import defaultdict
 from cli import OneLineParser, UserError, atomic_write, clean, finite_float
 from studies.stats import power_plan
 from studies.common import f, families, lineage_root, load_runs, run_kind, table, warn, with_verdicts
-from studies.confirm import (CONFIRM, check_confirm_runs, plan_md, confirm_md, confirm_wall, confirmatory_family,
+from studies import wave2
+from studies.confirm import (CONFIRM, check_confirm_runs, check_wave_runs, plan_md, confirm_md, confirm_wall, confirmatory_family,
                              with_confirmatory, with_front)
 from studies.qat import REF_WARMDOWN, qat_decide, qat_markdown, qat_plots, qat_study, records
 from studies.longctx import longctx_decide, longctx_md, longctx_plots, longctx_report
@@ -283,12 +284,34 @@ def power(folder, seeds=None, effect=None):
 
 
 def confirm_study(folder, study):
-    """The confirmatory study a folder's analysis belongs to: --study, else the folder's name (results/qat-probes),
-    else the report's one study."""
-    name = study or os.path.basename(os.path.normpath(folder))
-    if name not in CONFIRM:
+    """The confirmatory study a folder's analysis belongs to: --study (its first name), else the folder's name
+    (results/qat-probes)."""
+    name = (study or "").split(",")[0] or os.path.basename(os.path.normpath(folder))
+    if name not in CONFIRM and name not in wave2.RUNS:
         raise UserError(f"--confirm: no confirmatory family for {name!r} (give --study, one of: {', '.join(CONFIRM)})")
     return name
+
+
+def pilot_report(folder, name):
+    """A stored pilot report for wave 2's planner: posenc's families read lengen's task cells too, from the
+    sibling results/lengen/analysis.json."""
+    report = read_analysis(folder, "--power")
+    if report is not None and name == "posenc" and "lengen" not in report:
+        lengen = read_analysis(os.path.join(os.path.dirname(os.path.normpath(folder)), "lengen"), "--power")
+        report = {**report, "lengen": (lengen or {}).get("lengen")}
+    return report
+
+
+def power_wave2(folder, study=None):
+    """analyze.py --power DIR --confirm --wave 2: the run-study's wave-2 families planned on its pilot."""
+    name = confirm_study(folder, study)
+    if name not in wave2.RUNS:
+        raise UserError(f"--wave 2: no wave-2 sweep for {name!r} (one of: {', '.join(wave2.RUNS)})")
+    report = pilot_report(folder, name)
+    if report is None:
+        return 2
+    print("\n".join([f"## Wave-2 plan: {name}", ""] + wave2.plan_md(name, report)))
+    return 0
 
 
 def power_confirm(folder, study=None):
@@ -360,6 +383,8 @@ def main(argv=None):
                     help="lengen, posenc: smallest mean gain (or loss) of exact match past N against RoPE "
                          "that counts as better (worse), with the paired t test over >= 3 seeds at p < 0.05")
     ap.add_bool("--no_plots", False, "skip the PNG plots")
+    ap.add_argument("--wave", type=int, default=1, choices=(1, 2),
+                    help="--confirm: which confirmatory wave (1: studies/confirm.py; 2: studies/wave2.py)")
     ap.add_bool("--confirm", False, "with runs: also decide the study's declared confirmatory family "
                 "(studies/confirm.py; --study names it) on them; with --power DIR: plan its seeds on DIR's pilot")
     args = ap.parse_args(argv)
@@ -377,6 +402,8 @@ def main(argv=None):
         return refamily(args.refamily, args.no_plots)
     if args.power:
         try:
+            if args.confirm and args.wave == 2:
+                return power_wave2(args.power, args.study)
             return power_confirm(args.power, args.study) if args.confirm else power(args.power, args.seeds, args.effect)
         except UserError as e:
             warn(str(e))
@@ -395,7 +422,15 @@ def main(argv=None):
         return 2
     try:
         rep, lines, figs = analyse(runs, args)
-        if args.confirm:  # the declared family on these (fresh-seed, one-machine) runs, ahead of everything else
+        if args.confirm and args.wave == 2:  # the wave's families of this run-study (studies/wave2.py)
+            name = confirm_study(args.folders[0], args.study)
+            if name not in wave2.RUNS:
+                raise UserError(f"--wave 2: no wave-2 sweep for {name!r} (one of: {', '.join(wave2.RUNS)})")
+            fams = {k: wave2.decide(k, rep) for k in wave2.families_of(name)}
+            rep["confirmatory"] = {"wave": 2, "families": fams, "wall": confirm_wall(args.folders),
+                                   **check_wave_runs(name, runs, wave2.seeds(name))}
+            lines[2:2] = wave2.families_md(fams)
+        elif args.confirm:  # the declared family on these (fresh-seed, one-machine) runs, ahead of everything else
             name = confirm_study(args.folders[0], args.study)
             fam = confirmatory_family(name, rep)
             fam.update(check_confirm_runs(name, runs))

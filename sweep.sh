@@ -13,8 +13,10 @@
 # Environment:
 #   SCALE=tiny|paper  tiny (default) fits a 2-core CPU (qat: 99 runs, 13 min on 2 idle cores); paper = the seeds' grids
 #   CONFIRM=1         tiny only: the study's confirmatory design (studies/confirm.py): only the cells its declared
-#                     family needs, at its fresh seeds (CONFIRM_SEEDS below); runs under OUT/confirm/STUDY, and
+#                     family needs, at its fresh seeds (studies/seeds.tsv); runs under OUT/confirm/STUDY, and
 #                     analyze.py --confirm decides the family; PUBLISH=1 writes it into RESULTS/STUDY/confirm
+#   CONFIRM=2         the second wave (studies/wave2.py): qat, longctx, lengen, posenc; runs under
+#                     runs/confirm2/STUDY (OUT/confirm2 when OUT is set), analysis in RESULTS/STUDY/confirm2
 #   OUT=out/sweeps    output root; run folders are OUT/STUDY/RUN_NAME, logs OUT/STUDY/logs/ (relative
 #                     paths are relative to this folder: commands run from the repository root)
 #   JOBS=N            parallel jobs (default: GPUs in GPUS x JOBS_PER_GPU, else CPU cores for tiny, else 1)
@@ -73,6 +75,7 @@ STUDIES="qat qat-probes longctx posenc lengen"
 SCALE=${SCALE:-tiny}
 REHEARSE=${REHEARSE:-0}  # 1: the paper grid's rehearsal on CPU (the Rehearsal block below)
 [[ $REHEARSE == 1 ]] && OUT=${OUT:-out/rehearse}
+OUT_SET=${OUT:+1}
 OUT=${OUT:-out/sweeps}
 CONFIRM=${CONFIRM:-0}
 PY=${PYTHON:-python}
@@ -101,7 +104,12 @@ case $CONFIRM in
     0) ;;
     1) [[ $SCALE == tiny && $REHEARSE == 0 ]] || die "CONFIRM=1 is the tiny confirmatory design: SCALE=tiny, REHEARSE=0"
        OUT=$OUT/confirm; RESULTS_SUB=/confirm ;;
-    *) die "CONFIRM must be 0 or 1, got '$CONFIRM'" ;;
+    2) [[ $SCALE == tiny && $REHEARSE == 0 ]] || die "CONFIRM=2 is the tiny second wave: SCALE=tiny, REHEARSE=0"
+       # the wave's records (JSON; checkpoints and logs are git-ignored) live in runs/ by default, so a
+       # sitting's finished jobs can be committed and the next sitting, even on a fresh clone, resumes them
+       [[ -z $OUT_SET ]] && OUT=runs
+       OUT=$OUT/confirm2; RESULTS_SUB=/confirm2 ;;
+    *) die "CONFIRM must be 0, 1 or 2, got '$CONFIRM'" ;;
 esac
 case $REHEARSE in
     0) ;;
@@ -292,7 +300,7 @@ grid_longctx() {
         evalf="--tasks ppl,passkey_short --depths 5 --samples 26 --score exact --rank false"  # 1 row per sample, not 5
         evalf+=" --ppl_tokens 16384 --longppl_short 32 --alpha 0.5 --beta 4 --quiet"
         tgt_lengths=$target
-        [[ $CONFIRM == 1 ]] && seeds=${CONFIRM_SEEDS[longctx]}
+        [[ $CONFIRM != 0 ]] && seeds=${CONFIRM_SEEDS[longctx]}
     else
         # swiglu: every cell exports to transformers (HELMET / RULER); window = the short pretraining context
         # target: the seed's extension ratios, 8x / 4x (it extends 4K / 8K to 32K); 1K / 2K to 8K here
@@ -349,14 +357,16 @@ grid_longctx() {
         extf="--factor $(( target / ctx )) --short_frac $mix$taskrows --layers global$extdata --quiet"
         line="$PY train.py --size $size --qk_norm $qk --n_kv_head $kv$swa --block_size $ctx$mlp"
         [[ $ctx != "${ctxs%% *}" ]] && line+="$premix"
-        if [[ $CONFIRM == 1 ]]; then  # the 10 cells with <= 1 or >= 3 features: pretrain, the main recipe, evaluations
+        if [[ $CONFIRM != 0 ]]; then  # the 10 cells with <= 1 or >= 3 features: pretrain, the main recipe, evaluations
             count=$(( $([[ $qk != none ]] && echo 1 || echo 0) + $([[ $kv != "${kvs%% *}" ]] && echo 1 || echo 0)
                       + $([[ $w != 0 ]] && echo 1 || echo 0) + $([[ $ctx == "${ctxs%% *}" ]] && echo 1 || echo 0) ))
             (( count == 2 )) && continue
             line+=" --batch_size $(( tps / ctx )) --iters $steps --seed $seed $base $TRAIN_FLAGS --out_dir $run"
-            ev_step "$run --lengths $ctx,$tgt_lengths --probe_samples 4 $evalo"
+            # wave 2 scores passkey too (its outcome: exact match at the target, the downstream stand-in)
+            local evc=$evalo; [[ $CONFIRM == 2 ]] && evc=$evalf
+            ev_step "$run --lengths $ctx,$tgt_lengths --probe_samples 4 $evc"
             line+=" && $PY extend.py $run --method ntk --token_frac $frac $extf --out_dir $ext"
-            ev_step "$ext --lengths $tgt_lengths --no_probes $evalo"
+            ev_step "$ext --lengths $tgt_lengths --no_probes $evc"
             emit "$line"
             continue
         fi
@@ -417,6 +427,7 @@ grid_posenc() {
         swan="--swan true --window 32 --global_every 2"; chunk="--chunk_layers 1 --chunk_size 16 --window 16"
         ablate="chunk-linear:$chunk --chunk_encoder linear|chunk-fused:$chunk --chunk_bypass false|chunk-dense:$chunk --chunk_dense_train true"
         [[ $CONFIRM == 1 ]] && { seeds=${CONFIRM_SEEDS[posenc]}; ablate=""; }  # RoPE, SWAN, chunk only (below)
+        [[ $CONFIRM == 2 ]] && seeds=${CONFIRM_SEEDS[posenc]}  # the wave-2 cells: W2_TEXT, W2_PASSKEY below
     else
         # 10 seeds: 3 cannot decide under Holm over the pilot's family; what 10 detect, planned on the upper
         # bound of the pilot's sds: python analyze.py --power results/posenc --seeds 10 (results/posenc/README.md)
@@ -435,12 +446,15 @@ grid_posenc() {
              "sinusoidal:--pos sinusoidal" "swan:$swan" "chunk:$chunk" "${abl[@]}"; do
         label=${v%%:*}; flags=${v#*:}; ev=""
         [[ $CONFIRM == 1 && " rope swan chunk " != *" $label "* ]] && continue
+        [[ $CONFIRM == 2 && " $W2_TEXT $W2_PASSKEY " != *" $label "* ]] && continue
         [[ $label == swan ]] && ev=" --logn"
         for seed in $seeds; do
             run=$d/${size}_${label}_ctx${block}_s${seed}
+            [[ $CONFIRM != 2 || " $W2_TEXT " == *" $label "* ]] &&
             emit "$PY train.py --size $size $flags --block_size $block $base --seed $seed $TRAIN_FLAGS --out_dir $run" \
                  "&& $PY evaluate.py $run --tasks $tasks --lengths $lengths$quick$ev --quiet"
             [[ -z $task ]] && continue
+            [[ $CONFIRM == 2 && " $W2_PASSKEY " != *" $label "* ]] && continue
             run=$d/${size}_${label}_passkey_ctx${block}_s${seed}
             emit "$PY train.py --size $size $flags --block_size $block $task --seed $seed $TRAIN_FLAGS --out_dir $run" \
                  "&& $PY evaluate.py $run --tasks passkey --lengths $lengths --samples $pks --score exact --no_probes$ev --quiet"
@@ -470,7 +484,7 @@ lengen_recipe() {  # task -> RECIPE (tiny: depth and steps of the task's recipe)
 
 grid_lengen() {
     local d=$OUT/lengen size tasks seeds n base offset swan chunk t v label flags seed run
-    local th_tasks th_lens th_depths th_enc nl tn
+    local th_tasks th_lens th_depths th_enc nl tn budgets="1" th_block="" b it tflags
     if [[ $SCALE == tiny ]]; then
         size=0.1M; tasks="copy sort parity_scratch parity"; seeds="0 1 2"; n=16; offset=0  # reverse: README
         base="--n_head 4 --mlp_ratio 2 --block_size 64 --batch_size 32"
@@ -478,6 +492,11 @@ grid_lengen() {
         th_tasks="copy sort parity_scratch"; th_lens="8 16 24"; th_depths="1 2 recipe"; th_enc="nope"
         if [[ $CONFIRM == 1 ]]; then  # NoPE against RoPE on the three tasks every encoding learns; no threshold sweep
             tasks="copy sort parity_scratch"; seeds=${CONFIRM_SEEDS[lengen]}; swan=""; th_tasks=""
+        fi
+        if [[ $CONFIRM == 2 ]]; then  # the encodings on the tasks all of them learn; the LG-bounds threshold design:
+            # N in {8, 32} x steps {1x, 2x the recipe} (the budget apart from N), block 128 (holds N = 32)
+            tasks="copy sort"; seeds=${CONFIRM_SEEDS[lengen]}; th_tasks="copy sort"; th_lens="8 32"; th_depths=recipe
+            budgets="1 2"; th_block=128
         fi
     else
         # 10 seeds: 3 cannot decide under Holm over the pilot's family; what 10 detect, planned on the upper
@@ -495,6 +514,7 @@ grid_lengen() {
             [[ -z $flags ]] && continue  # a variant this scale leaves out
             [[ $SCALE == tiny && $t == parity && $label != rope ]] && continue  # not learned by any (README)
             [[ $CONFIRM == 1 && $label != rope && $label != nope ]] && continue
+            [[ $CONFIRM == 2 && " $W2_ENCODINGS " != *" $label "* ]] && continue
             for seed in $seeds; do
                 run=$d/${size}_${t}_${label}_len${n}_s${seed}
                 emit "$PY train.py --algo $t --algo_len 1,$n --algo_offset $offset --size $size $RECIPE $base $flags" \
@@ -508,12 +528,17 @@ grid_lengen() {
         for nl in $th_depths; do for tn in $th_lens; do
             [[ $nl == recipe && $tn == "$n" ]] && continue  # the main grid's run
             flags="$RECIPE"; [[ $nl != recipe ]] && flags="--n_layer $nl ${RECIPE#--n_layer * }"
-            for seed in $seeds; do
-                run=$d/threshold/${size}_${t}_${th_enc}_L${nl}_len${tn}_s${seed}
-                emit "$PY train.py --algo $t --algo_len 1,$tn --algo_offset $offset --size $size $flags $base --pos $th_enc" \
+            it=${flags##*--iters }; it=${it%% *}
+            for seed in $seeds; do for b in $budgets; do
+                run=$d/threshold/${size}_${t}_${th_enc}_L${nl}_len${tn}_s${seed}; tflags=$flags
+                if [[ $budgets != 1 ]]; then  # wave 2: the step budget is an axis of its own
+                    run+="_x$b"; tflags="${flags/--iters $it/--iters $(( it * b ))}"
+                    [[ -n $th_block ]] && tflags+=" --block_size $th_block"  # the later flag wins
+                fi
+                emit "$PY train.py --algo $t --algo_len 1,$tn --algo_offset $offset --size $size $base $tflags --pos $th_enc" \
                      "--eval_interval 1000 --ckpt_every 1000 --seed $seed --quiet$COMPILE_FLAG $EXTRA --out_dir $run" \
                      "&& $PY evaluate.py $run --tasks $t --lengths $tn,$(( 2 * tn )),$(( 3 * tn )) --quiet"
-            done
+            done; done
         done; done
     done
 }
@@ -521,9 +546,16 @@ grid_lengen() {
 # The confirmatory designs (CONFIRM=1; declared in studies/confirm.py before any of these runs, with the
 # seed counts analyze.py --power --confirm planned on the pilot; tests/test_confirm.py checks the two agree).
 # Fresh seeds from 100: none is a pilot seed (0-2) nor a paper grid's (0-9).
-confirm_seeds() { seq 100 $(( 99 + $1 )) | tr '\n' ' '; }
-declare -A CONFIRM_SEEDS=([qat]=$(confirm_seeds 8) [qat-probes]=$(confirm_seeds 13) [longctx]=$(confirm_seeds 10)
-                          [lengen]=$(confirm_seeds 16) [posenc]=$(confirm_seeds 8))
+# The seeds come from studies/seeds.tsv, the one place a wave's seeds are declared (the analysis reads it too).
+wave_seeds() {  # STUDY WAVE -> its seeds, space-separated
+    awk -v s="$1" -v w="$2" '!/^#/ && $1 == s && $2 == w { for (i = 0; i < $4; i++) printf "%d ", $3 + i }' \
+        "$HERE/studies/seeds.tsv"
+}
+declare -A CONFIRM_SEEDS=()
+if [[ $CONFIRM != 0 ]]; then for s_ in $STUDIES; do CONFIRM_SEEDS[$s_]=$(wave_seeds "$s_" "$CONFIRM"); done; fi
+# Wave 2's encodings (studies/wave2.py): lengen's tasks, posenc's text and passkey cells
+W2_ENCODINGS="rope swan hope expe sinusoidal"; W2_TEXT="rope hope expe sinusoidal"
+W2_PASSKEY="rope hope chunk chunk-linear chunk-fused chunk-dense"
 
 grid_confirm_qat() {  # INT4 and FP16 at 39K, every warmdown: the seed's null and INT4's wd 0.33 there
     local d=$OUT/qat wd seed bits
@@ -540,7 +572,32 @@ grid_confirm_qat_probes() {  # the null under AdamW (25K) and under 3x training 
     done; done; done
 }
 
+grid_confirm2_qat() {  # the null at every size for INT4 and INT3, the transition at 39K, the law over 6K-55K,
+    # and the weight-to-grid probe (INT4 grid, warmdown checkpoint) on the 39K wd 0.33 FP16 and INT4 runs, in
+    # the run's own line: the checkpoint it reads is not kept between sittings
+    local d=$OUT/qat wd seed bits size line run
+    for seed in ${CONFIRM_SEEDS[qat]}; do
+        for size in $QAT_SIZES; do for wd in $QAT_WDS; do for bits in 16 4 3; do
+            line=$(qat_run "$d" "$size" "$bits" "$wd" 1 "$seed")
+            if [[ $size == 39K && $wd == "$QAT_REF" && $bits != 3 ]]; then
+                run=${line##*--out_dir }
+                line+=" && $PY evaluate.py $run --tasks grid --ckpt warmdown --grid_bits 4 --out $run/grid.json --quiet"
+            fi
+            echo "$line"
+        done; done; done
+        for size in $QAT_HELD; do for bits in 16 4; do qat_run "$d" "$size" "$bits" "$QAT_REF" 1 "$seed"; done; done
+    done
+}
+
 grid() {
+    if [[ $CONFIRM == 2 ]]; then
+        case $1 in
+            qat) qat_axes; grid_confirm2_qat;;
+            longctx|posenc|lengen) grid_"$1";;
+            *) die "CONFIRM=2 has no $1 sweep (its studies: qat longctx lengen posenc)";;
+        esac
+        return
+    fi
     if [[ $CONFIRM == 1 ]]; then
         case $1 in
             qat) qat_axes; grid_confirm_qat;; qat-probes) qat_axes; grid_confirm_qat_probes;;
@@ -592,6 +649,10 @@ post() {
         flags+=(--fit_sizes "$fit" --out "$OUT/$study")
     fi
     [[ $CONFIRM == 1 ]] && flags+=(--confirm)  # the declared family (studies/confirm.py), decided on these runs
+    if [[ $CONFIRM == 2 ]]; then  # the wave's families (studies/wave2.py); posenc's read lengen's task runs too
+        flags+=(--confirm --wave 2)
+        if [[ $study == posenc && -d $OUT/lengen ]]; then folders+=("$OUT/lengen"); flags=("${flags[@]/#posenc/posenc,lengen}"); fi
+    fi
     note "analysis: $PY analyze.py ${folders[*]} ${flags[*]}"
     $PY analyze.py "${folders[@]}" "${flags[@]}" || rc=$?
     if [[ $study == longctx && $SCALE == paper && $REHEARSE == 0 ]]; then  # (the rehearsal: rehearse_outcomes)
@@ -702,17 +763,23 @@ case $mode in
         start=$SECONDS
         passes
         todo=("${FIRST[@]}" "${SECOND[@]}")
+        if [[ $CONFIRM != 0 ]] && (( ${#todo[@]} )); then  # the write-up's measured wall, summed over sittings and
+            # written as each job ends (wall_tick, from run_pool): a sitting killed outright keeps what it measured
+            WALL=$OUT/$study/wall.json; mkdir -p "$OUT/$study"
+            read -r WALL_BASE WALL_SITS < <(sed -n 's/.*"seconds": *\([0-9]*\).*"sittings": *\([0-9]*\).*/\1 \2/p' "$WALL" 2>/dev/null || true)
+            WALL_BASE=${WALL_BASE:-0}; WALL_SITS=$(( ${WALL_SITS:-0} + 1 )); WALL_START=$start
+            wall_tick() {
+                printf '{"seconds": %d, "sittings": %d, "jobs": %d, "cores": %d}\n' $(( WALL_BASE + SECONDS - WALL_START )) \
+                    "$WALL_SITS" "$JOBS" "$NCPU" > "$WALL.tmp" && mv "$WALL.tmp" "$WALL"
+            }
+            wall_tick
+        fi
         note "$study (SCALE=$SCALE): ${#GRID[@]} jobs, $((${#GRID[@]} - ${#todo[@]})) already finished," \
              "${#todo[@]} to run with JOBS=$JOBS${GPUS:+ on GPUs $GPUS}, OMP_NUM_THREADS=$OMP_NUM_THREADS"
         (( ${#FIRST[@]} )) && run_pool "$OUT/$study/logs" < <(printf '%s\n' "${FIRST[@]}")
         (( ${#SECOND[@]} )) && run_pool "$OUT/$study/logs" < <(printf '%s\n' "${SECOND[@]}")  # after the first pass
         note "$study: runs finished in $(( (SECONDS - start) / 60 ))m$(( (SECONDS - start) % 60 ))s, ${#FAILED[@]} failed"
-        if [[ $CONFIRM == 1 ]] && (( ${#todo[@]} )); then  # the write-up's measured wall: summed over sittings
-            wall=$OUT/$study/wall.json
-            read -r secs sits < <(sed -n 's/.*"seconds": *\([0-9]*\).*"sittings": *\([0-9]*\).*/\1 \2/p' "$wall" 2>/dev/null || true)
-            printf '{"seconds": %d, "sittings": %d, "jobs": %d, "cores": %d}\n' $(( ${secs:-0} + SECONDS - start )) \
-                $(( ${sits:-0} + 1 )) "$JOBS" "$NCPU" > "$wall.tmp" && mv "$wall.tmp" "$wall"
-        fi
+        declare -F wall_tick > /dev/null && wall_tick
         rc=0
         post "$study" || rc=$?
         if (( ${#STOPPED[@]} )); then

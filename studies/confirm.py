@@ -183,13 +183,28 @@ CONFIRM = {
 }
 # The seed counts, from analyze.py --power results/STUDY --confirm on the stored pilot (filled in by hand from
 # that output, committed with this declaration; the write-ups quote the plan).
-PLANNED = {"qat": 8, "qat-probes": 13, "longctx": 10, "lengen": 16, "posenc": 8}
+SEEDS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "seeds.tsv")
+
+
+def wave_seeds(wave):
+    """{study: [seeds]} of a confirmatory wave, from studies/seeds.tsv (sweep.sh reads the same file)."""
+    out = {}
+    with open(SEEDS_FILE) as fh:
+        for line in fh:
+            if line.strip() and not line.startswith("#"):
+                study, w, first, count = line.split()
+                if int(w) == wave:
+                    out[study] = fresh(int(count), int(first))
+    return out
+
+
+PLANNED = {k: len(v) for k, v in wave_seeds(1).items()}
 PILOT_SEEDS = {0, 1, 2}
 
 
 def seeds(study):
-    """The study's declared fresh seeds (sweep.sh's CONFIRM_SEEDS; tests/test_confirm.py checks they agree)."""
-    return fresh(PLANNED[study])
+    """The study's declared fresh seeds (studies/seeds.tsv, which sweep.sh reads too)."""
+    return wave_seeds(1)[study]
 
 
 def section(study):
@@ -325,11 +340,16 @@ def confirm_plan(study, pilot):
 def check_confirm_runs(study, runs):
     """The confirm runs' seeds and machine, refused (UserError) when a run is a pilot seed, a seed the study
     did not declare, or from a second CPU kind (versions.cpu_capability): -> {seeds_used, machine}."""
+    return check_wave_runs(study, runs, seeds(study))
+
+
+def check_wave_runs(study, runs, declared):
+    """check_confirm_runs against a wave's declared seeds."""
     used = sorted({r["config"].get("seed") for r in runs if r["config"].get("seed") is not None})
-    bad = [x for x in used if x not in seeds(study)]
+    bad = [x for x in used if x not in declared]
     if bad:
         raise UserError(f"--confirm {study}: runs with seeds {bad} outside the declared fresh seeds "
-                        f"{seeds(study)[0]}-{seeds(study)[-1]} (studies/confirm.py)")
+                        f"{declared[0]}-{declared[-1]} (studies/seeds.tsv)")
     kinds = sorted({str((r.get("versions") or {}).get("cpu_capability")) for r in runs})
     if len(kinds) > 1:
         raise UserError(f"--confirm {study}: runs from {len(kinds)} CPU kinds ({', '.join(kinds)}); the family's "

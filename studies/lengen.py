@@ -147,11 +147,12 @@ def lengen_threshold(algo, gate=0.9):
             N = int(str(r["config"].get("algo_len")).split(",")[-1])
         except ValueError:
             continue
-        key = (task, num(r["model_config"].get("n_layer")), encoding({**r["model_config"], **r["config"]["model"]}))
+        key = (task, num(r["model_config"].get("n_layer")), encoding({**r["model_config"], **r["config"]["model"]}),
+               num(r["config"].get("iters")))  # the step budget: a row per budget (wave 2 crosses N with it)
         groups[key][N][r["config"].get("seed")] = r
     rows = []
-    for (task, n_layer, enc), by_n in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0,
-                                                                             ENCODING_ORDER.get(kv[0][2], 99))):
+    for (task, n_layer, enc, iters), by_n in sorted(groups.items(), key=lambda kv: (
+            kv[0][0], kv[0][1] or 0, ENCODING_ORDER.get(kv[0][2], 99), kv[0][3] or 0)):
         if len(by_n) < 2:
             continue
         pts = []
@@ -163,7 +164,7 @@ def lengen_threshold(algo, gate=0.9):
                         "at_2x": seed_stats({s: bin_at(by_len[s], 2 * N) for s in rs}),
                         "at_3x": seed_stats({s: bin_at(by_len[s], 3 * N) for s in rs})})
         rows.append({"task": task, "n_layer": int(n_layer) if n_layer else None, "encoding": enc,
-                     "by_train_len": pts})
+                     "iters": int(iters) if iters else None, "by_train_len": pts})
     if not rows:
         return None
     return {"rule": THRESHOLD_RULE.format(gate=gate), "gate": gate, "predicted_order": list(THRESHOLD_PREDICTED),
@@ -258,8 +259,11 @@ def lengen_decide(lg):
     for i, r in enumerate((th or {}).get("rows", [])):
         pts = sorted(r["by_train_len"], key=lambda p: p["train_len"])
         if any(p["in_dist"]["mean"] is not None and p["in_dist"]["mean"] >= gate for p in pts):
-            ids[i, "threshold"] = fam.add(f"threshold/{r['task']}/{r['n_layer']}/{r['encoding']}", paired_hypothesis(
-                f"threshold: {r['task']}, {r['n_layer']} layers, {r['encoding']}: min(in-dist, N+1..2N) - {gate:g} "
+            budgets = {x.get("iters") for x in th["rows"] if (x["task"], x["n_layer"], x["encoding"])
+                       == (r["task"], r["n_layer"], r["encoding"])}
+            tag = f", {r['iters']} steps" if len(budgets) > 1 else ""  # wave 2 crosses N with the step budget
+            ids[i, "threshold"] = fam.add(f"threshold/{r['task']}/{r['n_layer']}/{r['encoding']}{tag}", paired_hypothesis(
+                f"threshold: {r['task']}, {r['n_layer']} layers, {r['encoding']}{tag}: min(in-dist, N+1..2N) - {gate:g} "
                 f"at N={pts[-1]['train_len']}", threshold_contrast(pts[-1], gate), test="one-sample t over seeds"))
     lg["family"] = fam.decide()
     for i, c in enumerate(lg["cells"]):

@@ -187,8 +187,9 @@ pending() {  # one grid line -> PENDING: the steps still to do, ' && '-joined ("
             train|extend)
                 [[ -n $STEP_DIR && -f $STEP_DIR/result.json ]] && continue
                 [[ $STEP_KIND == train && -f $STEP_DIR/ckpt.pt && $s != *" --resume"* ]] && s+=" --resume" ;;
-            eval)
-                [[ -f $STEP_DIR/eval.json ]] && continue ;;
+            eval)  # done when its output exists: --out FILE (the grid probe's grid.json), else RUN/eval.json
+                if [[ $s =~ [[:space:]]--out[[:space:]]+([^[:space:]]+) ]]; then [[ -f ${BASH_REMATCH[1]} ]] && continue
+                elif [[ -f $STEP_DIR/eval.json ]]; then continue; fi ;;
         esac
         PENDING+="${PENDING:+ && }$s"
     done
@@ -270,6 +271,7 @@ run_pool() {  # args: LOGDIR ; stdin: command lines
                     STOPPED+=("${names[s]}")
                 else note "FAILED ${names[s]} (exit $rc), log: $logdir/${names[s]}.log"; FAILED+=("${names[s]}"); fi
                 SLOT_PID[s]=""; p=""; event=1
+                declare -F wall_tick > /dev/null && wall_tick  # CONFIRM: the sitting's wall so far, as jobs end
             fi
             if [[ -z $p ]] && (( k < n )); then
                 line=${lines[k]}; k=$((k + 1))
