@@ -179,6 +179,14 @@ def write_verdicts(folder, report):
             conf = read_analysis(os.path.join(folder, "confirm"), "--verdicts")
         wall = ((conf or {}).get("confirmatory") or {}).get("wall")
         text = with_confirmatory(text, study, conf, wall and wall.get("text"), report) or text
+    if study in wave2.RUNS:  # the second wave's section: its declaration and plan, then DIR/confirm2's families
+        conf2 = None
+        if os.path.isfile(os.path.join(folder, "confirm2", "analysis.json")):
+            conf2 = read_analysis(os.path.join(folder, "confirm2"), "--verdicts")
+        pilot = report
+        if study == "posenc" and "lengen" not in pilot:
+            pilot = pilot_report(folder, study)
+        text = wave2.with_section(text, study, conf2, pilot) or text
     atomic_write(path, text)
     return True
 
@@ -347,6 +355,33 @@ def front(readme, results="results"):
     return 0
 
 
+def write_ledger(readme, results="results", no_plots=False):
+    """analyze.py --ledger README.md: the claims ledger (studies/ledger.py) from results/*/confirm*: results/ledger.md,
+    ledger.json, ledger_forest.png, and the front page's ledger section."""
+    from studies import ledger
+    try:
+        led = ledger.ledger(results)
+        with open(readme) as fh:
+            text = ledger.with_ledger(fh.read(), led)
+    except (OSError, ValueError, KeyError) as e:
+        warn(f"--ledger {readme}: {e}")
+        return 2
+    if text is None:
+        warn(f"--ledger {readme}: no claims-ledger markers there")
+        return 2
+    try:
+        if not no_plots:
+            led["plot"] = ledger.forest(led, os.path.join(results, "ledger_forest.png"))
+        atomic_write(os.path.join(results, "ledger.json"), json.dumps(clean(led), indent=1, allow_nan=False) + "\n")
+        atomic_write(os.path.join(results, "ledger.md"), "\n".join(ledger.full_md(led)) + "\n")
+        atomic_write(readme, text)
+    except OSError as e:
+        warn(f"--ledger: cannot write: {e}")
+        return 1
+    print(ledger.count_line(led), file=sys.stderr)
+    return 0
+
+
 def main(argv=None):
     ap = OneLineParser(description="Statistics and reports over result.json / eval.json files.")
     ap.add_argument("folders", nargs="*", help="folders searched recursively for result.json")
@@ -359,6 +394,8 @@ def main(argv=None):
     ap.add_argument("--power", default=None, metavar="DIR",
                     help="print, for each hypothesis of DIR/analysis.json's families, the effect detectable at "
                          "--seeds seeds and the seeds needed for --effect (power before the run; nothing written)")
+    ap.add_argument("--ledger", default=None, metavar="README",
+                    help="only regenerate the claims ledger (results/ledger.md, .json, forest plot) and README's section")
     ap.add_argument("--front", default=None, metavar="README",
                     help="only rewrite the confirmatory-verdicts section of the front page from results/*/confirm")
     ap.add_argument("--seeds", type=int, default=None, help="--power: planned seeds (default: each hypothesis's own n)")
@@ -388,14 +425,17 @@ def main(argv=None):
     ap.add_bool("--confirm", False, "with runs: also decide the study's declared confirmatory family "
                 "(studies/confirm.py; --study names it) on them; with --power DIR: plan its seeds on DIR's pilot")
     args = ap.parse_args(argv)
-    if sum(x is not None for x in (args.verdicts, args.refamily, args.power, args.front)) > 1:
-        ap.error("--verdicts, --refamily, --power and --front are separate modes: give one")
+    if sum(x is not None for x in (args.verdicts, args.refamily, args.power, args.front, args.ledger)) > 1:
+        ap.error("--verdicts, --refamily, --power, --front and --ledger are separate modes: give one")
     if args.seeds is not None and args.seeds < 2:
         ap.error(f"--seeds {args.seeds}: a paired t test needs at least 2 seeds")
     if args.effect is not None and not args.effect > 0:
         ap.error(f"--effect {args.effect:g} must be > 0")
     if args.verdicts:
         return verdicts_only(args.verdicts)
+    if args.ledger:
+        return write_ledger(args.ledger, os.path.join(os.path.dirname(os.path.abspath(args.ledger)), "results"),
+                            args.no_plots)
     if args.front:
         return front(args.front, os.path.join(os.path.dirname(os.path.abspath(args.front)), "results"))
     if args.refamily:

@@ -43,6 +43,10 @@ def fresh(n, start=100):
     return list(range(start, start + n))
 
 
+# The extrapolation each posenc seed claims, beside the ratio the tiny grid tests (8x: 128 to 1,024).
+SEED_RATIO = {"swan": "the seed: 'substantially longer' than the training length, SWAN-GPT, arXiv 2504.08719",
+              "chunk": "the seed: 'trained on a 4K context to 32 million tokens', arXiv 2510.17196"}
+
 # study -> its declaration. Each hypothesis: id; claim (the seed's words, restated); match (substrings
 # that pick exactly one hypothesis of the study's own family, computed from the confirm runs as from the
 # pilot), or compute (a function of the report, for a hypothesis the exploratory family lacks); direction
@@ -136,9 +140,12 @@ CONFIRM = {
         ],
     },
     "lengen": {
-        "seed_text": "NoPE (arXiv 2305.19466) abstract: NoPE outperforms explicit position encodings, RoPE among "
-                     "them, at length generalisation on reasoning tasks",
-        "cells": "copy, sort and parity_scratch (the tiny tasks every encoding learns in distribution), NoPE and "
+        "seed_text": "the NoPE abstract (arXiv 2305.19466), which is not a seed but a paper the seeds cite ('Cracks "
+                     "in the Foundation', arXiv 2608.10296, lists it; SWAN-GPT's abstract builds on 'layers without "
+                     "positional encodings (NoPE)'): NoPE outperforms explicit position encodings, RoPE among them, at "
+                     "length generalisation on reasoning tasks",
+        "cells": "copy, sort and parity_scratch (the tiny tasks NoPE and RoPE both learn in distribution in the pilot; "
+                 "ExPE and SWAN do not learn parity_scratch), NoPE and "
                  "RoPE, each at its task's recipe, trained on lengths 1-16, scored on 17-48: 6 runs a seed",
         "gates": ["in distribution: exact match >= 0.95 on lengths 1-16 for both runs of a (task, seed) pair"],
         "failure_rule": "a seed whose NoPE or RoPE run misses the gate on a task is dropped from that task's "
@@ -166,14 +173,16 @@ CONFIRM = {
         "seeds": None, "cap": 12,
         "hypotheses": [
             {"id": f"{e}_text", "direction": -1, "margin": None,
-             "claim": f"{e}: the mean text loss past the training length is lower than RoPE's",
+             "claim": f"{e}: the mean text loss past the training length is lower than RoPE's (tested: 8x, trained "
+                      f"at 128, scored to 1,024; {SEED_RATIO[e]})",
              "match": [f"text: {e} vs rope: mean text loss past training"],
              "outcome": "mean val loss at 256, 512, 1024 (nats), encoding minus RoPE",
              "error": "paired t over seeds (n - 1 dof)",
              "why": "the abstracts' extrapolation claim, on language modelling"} for e in ("swan", "chunk")
         ] + [
             {"id": f"{e}_passkey", "direction": +1, "margin": None,
-             "claim": f"{e}: passkey exact match past the training length is higher than RoPE's",
+             "claim": f"{e}: passkey exact match past the training length is higher than RoPE's (tested: 8x, "
+                      f"trained at 128, scored to 1,024; {SEED_RATIO[e]})",
              "match": [f"task_mix:passkey: {e} vs rope: retrieval score"],
              "outcome": "passkey exact match at 256, 512, 1024, encoding minus RoPE",
              "error": "paired t over seeds (n - 1 dof)",
@@ -380,14 +389,34 @@ def declaration_md(study):
     return L + table(["id", "hypothesis", "direction", "margin", "outcome", "error term", "why this cell"], rows) + [""]
 
 
+# Hypotheses that are gates (an intervention must work before its effects are compared), not seed claims:
+# their verdict reads "gate passed" / "gate failed", never "as the seed".
+GATE_IDS = {"extends"}
+
+
 def result_words(h):
     """A confirmatory hypothesis's verdict in words: the study families' words (verdict_words), a pass
-    named against the seed's declared direction."""
+    named against the seed's declared direction; a gate's (GATE_IDS) as 'gate passed' / 'gate failed'."""
+    if h.get("id") in GATE_IDS:
+        if h["passed"] and not h.get("opposite"):
+            return "gate passed"
+        return "gate failed: " + ("passed in the opposite direction" if h.get("opposite") else verdict_words(h))
+    cited = h.get("study") in CITED
     if h.get("opposite"):
-        return "passed OPPOSITE to the seed"
+        return "passed OPPOSITE to the " + ("cited paper" if cited else "seed")
     if h["passed"] and h.get("margin") is None and not h.get("undefined"):
-        return "passed, as the seed"
+        return "passed, as the cited paper (not a seed)" if cited else "passed, as the seed"
     return verdict_words(h)
+
+
+# Families whose claim comes from a paper the seeds only cite (lengen: NoPE, arXiv 2305.19466), not a seed
+CITED = {"lengen"}
+
+
+def declared_claim(study, h):
+    """A decided hypothesis's claim as the declaration words it now (the stored one, when the id is gone)."""
+    d = next((d for d in CONFIRM.get(study, {}).get("hypotheses", []) if d["id"] == h.get("id")), None)
+    return d["claim"] if d else h["claim"]
 
 
 def confirm_md(fam):
@@ -396,8 +425,8 @@ def confirm_md(fam):
     rows = []
     for h in fam["hypotheses"]:
         lo, hi = h["ci"] if h.get("ci") else (None, None)
-        rows.append([h["id"], h["claim"], str(h["n"]), ci(h["effect"], lo, hi, "+.3g"), f(h["p"], ".2g"),
-                     f(h["p_holm"], ".2g"), result_words(h)])
+        rows.append([h["id"], declared_claim(fam["study"], h), str(h["n"]), ci(h["effect"], lo, hi, "+.3g"),
+                     f(h["p"], ".2g"), f(h["p_holm"], ".2g"), result_words({**h, "study": fam["study"]})])
     m = fam.get("machine") or {}
     return ([f"## Confirmatory family: {fam['study']}", "",
              f"Seeds {used[0]}-{used[-1]} ({len(used)})" if used else "No seeds.",
@@ -489,7 +518,7 @@ def front_md(results):
                 continue
             lo, hi = h["ci"] if h.get("ci") else (None, None)
             rows.append([link, d["claim"], str(h["n"]), ci(h["effect"], lo, hi, "+.3g"), f(h["p_holm"], ".2g"),
-                         result_words(h)])
+                         result_words({**h, "study": study})])
     return (["Each study's declared confirmatory family on its fresh seeds (Holm within the study's family; a "
              "claimed null: TOST at its margin, 90% interval; the others: 95% intervals over seeds). Generated by "
              "`python analyze.py --front README.md` from `results/STUDY/confirm/analysis.json`.", ""]

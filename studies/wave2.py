@@ -86,8 +86,8 @@ FAMILIES = {
             _h("int3_null_sizes", "INT3: the penalty (INT3 - FP16) is the same at warmdowns 0.1 and 0.6 as at 0.33, "
                "within +-0.01 nats, at every tiny size (14K, 25K, 39K)", 0, "qat_null_int3",
                "as int4_null_sizes, INT3", IUT,
-               "INT3 is the tiny grid's harshest bit-width (its penalty has the most range); the seed's null is "
-               "stated at every bit-width it ran", margin=QAT_MARGIN),
+               "INT3 is the tiny grid's harshest bit-width (its penalty has the most range); the QAT abstract "
+               "states its null 'at every (bit-width, size) cell' it ran", margin=QAT_MARGIN),
             _h("int4_transition", "INT4 at 39K: wd 0.33's gain over wd 0.1 is larger than FP16's (the wd33 "
                "preference is specific to quantisation)", +1, "qat_transition",
                "per seed (INT4 loss at wd 0.1 - at wd 0.33) - (FP16 loss at wd 0.1 - at wd 0.33), nats", PAIRED,
@@ -98,8 +98,8 @@ FAMILIES = {
                "per seed the RMS residual of the INT4 - FP16 penalty at 6K, 14K, 25K, 39K, 55K about its least-squares "
                "alpha + beta ln N (3 residual dof), nats", "seeds (n - 1 dof); TOST at +-0.01 (the RMS is >= 0: in "
                "effect the one-sided test that its mean is below 0.01)",
-               "the seed's law is for INT6; INT6's tiny penalty is below the seed noise, so the law is tested on INT4, "
-               "the highest bit-width with range (a deviation)", margin=QAT_MARGIN),
+               "the abstract's law is for INT6 ('The INT6 penalty follows a log-linear scaling law'); INT6's tiny "
+               "penalty is below the seed noise, so the law is tested on INT4, the highest bit-width with range (a deviation)", margin=QAT_MARGIN),
         ],
     },
     "qat-grid": {
@@ -248,7 +248,7 @@ FAMILIES = {
         "seed_text": "chunk attention (arXiv 2510.17196) abstract: 'we demonstrate that a combination of three design "
                      "principles is critical: (1) an expressive, non-linear Chunk Encoder with a dedicated CLS token "
                      "... (2) a Bypassing Residual Path ... (3) enforced selection sparsity during pre-training'",
-        "gates": ["the full model learns passkey in distribution (exact match >= 0.9 at 128) in the seed; no gate on "
+        "gates": ["the full model learns passkey in distribution (exact match >= 0.9 at 128) in that seed (run); no gate on "
                   "an ablation: an ablation that fails to learn the task scores what it scores (that failure is "
                   "the evidence the principle predicts)"],
         "failure_rule": "a seed whose full model misses its gate is dropped from all three and named",
@@ -329,7 +329,7 @@ def grid_ratio(rep):
     per = rows[0]["per_seed"] if rows else {}
     ok = {s: v for s, v in per.items() if v.get("fp16") and v.get("qat")}
     return {"contrasts": {"ln ratio": {s: float(np.log(v["qat"] / v["fp16"])) for s, v in ok.items()}},
-            "gated_out": sorted(set(per) - set(ok))}
+            "gated_out": [str(s) for s in sorted(set(per) - set(ok))]}
 
 
 def _cracks_cells(rep):
@@ -431,10 +431,19 @@ def lg_sort_reaches(rep):
     return {"per_seed": {s: min(ind[s], past[s]) - 0.9 for s in past if s in ind and None not in (ind[s], past[s])}}
 
 
+def _lg_multiples(pts):
+    """{multiple of the task's smallest step budget: its points}: each task's budgets are its own recipe's steps
+    times LG_BUDGETS (copy 600 and 1200, sort 800 and 1600), so two tasks pair by the multiple, not the steps."""
+    lo = min(pts) if pts else 0
+    return {(round(b / lo) if lo else 1): p for b, p in pts.items()}
+
+
 def lg_richer(rep):
-    c, s_ = _lg_points(rep, "copy"), _lg_points(rep, "sort")
+    c, s_ = _lg_multiples(_lg_points(rep, "copy")), _lg_multiples(_lg_points(rep, "sort"))
     out = defaultdict(list)
     for b in set(c) & set(s_):
+        if not set(c[b]) & set(s_[b]):
+            continue
         N = max(set(c[b]) & set(s_[b]))
         a, z = _lg_score(c[b][N]), _lg_score(s_[b][N])
         for s in a:
@@ -467,7 +476,7 @@ def _tasks_pooled(rep, enc, ref, level=0.95):
     for s, v in per.items():
         if s not in dropped and len(v) == len(TASKS):
             out[s] = float(np.mean(v))
-    return {"per_seed": out, "gated_out": sorted(dropped)}
+    return {"per_seed": out, "gated_out": [str(s) for s in sorted(dropped)]}
 
 
 def _posenc_cell(rep, training, enc):
@@ -509,7 +518,7 @@ def _passkey_past(rep, enc, ref, gate_both=True, level=0.9):
             keep[s] = v - b["score"]["per_seed"][s]
         else:
             drop.append(s)
-    return {"per_seed": keep, "gated_out": sorted(drop)}
+    return {"per_seed": keep, "gated_out": [str(s) for s in sorted(drop)]}
 
 
 COMPUTE = {
@@ -567,7 +576,28 @@ def decide(name, rep):
         h["passed"] = bool(h["passed"] and not h["opposite"])
     fam["family"], fam["wave"] = name, WAVE
     fam["declaration"] = {k: v for k, v in FAMILIES[name].items() if k != "hypotheses"}
+    if name == "cracks":  # the declared gate: the family is read only when the extension extends
+        fam["gate"] = extends_gate(rep)
+        if not fam["gate"]["passed"]:
+            for h in fam["hypotheses"]:
+                h.update(passed=False, opposite=False, not_read="the gate failed: the extension does not extend")
     return fam
+
+
+def extends_gate(rep):
+    """cracks' gate: per seed the mean over its 10 cells of the parent's loss at the target minus the extended
+    model's (gain_parent), above 0 by a one-sided t over seeds at 0.05."""
+    import math
+    from scipy import stats as st
+    per = {s: float(np.mean([w["gain_parent"] for w in ws])) for s, ws in _cracks_cells(rep).items()
+           if all(w.get("gain_parent") is not None for w in ws)}
+    a = np.array(list(per.values()))
+    p = None
+    if a.size >= 2 and a.std(ddof=1) > 0:
+        p = float(st.t.sf(a.mean() / (a.std(ddof=1) / math.sqrt(a.size)), a.size - 1))
+    return {"test": "one-sided t over seeds that the mean gain > 0 (nats)", "n": int(a.size),
+            "effect": float(a.mean()) if a.size else None, "p": p, "passed": bool(p is not None and p < 0.05),
+            "per_seed": per}
 
 
 def plan(study, pilot, min_seeds=8):
@@ -660,3 +690,40 @@ def families_md(fams):
         L += [f"### Wave 2, family `{name}` ({fam['m']} tests, Holm within them)", ""]
         L += table(["id", "hypothesis", "seeds", "effect [interval]", "p", "p (Holm)", "verdict"], rows) + [""]
     return L
+
+
+W2_BEGIN, W2_END = "<!-- wave 2 -->", "<!-- /wave 2 -->"
+
+
+def section(study, conf=None, pilot=None):
+    """The write-up's generated wave-2 section: the declaration, the seed plan on the pilot, then (once the
+    runs are analysed) the decided families from RESULTS/STUDY/confirm2/analysis.json and the measured wall."""
+    c = (conf or {}).get("confirmatory") or {}
+    fams = c.get("families")
+    L = [f"## Confirmatory wave 2 ({'declared and run' if fams else 'declared before its runs; results pending'})", ""]
+    L += declaration_md(study) + (plan_md(study, pilot) if pilot else [])
+    if fams:
+        used = c.get("seeds_used") or []
+        L += [f"Seeds {used[0]}-{used[-1]} ({len(used)}) on one CPU kind (cpu_capability "
+              f"{(c.get('machine') or {}).get('cpu_capability')})." if used else "No seeds.", ""]
+        L += families_md(fams)
+        gate = (fams.get("cracks") or {}).get("gate")
+        if gate:
+            L += [f"The cracks gate (the extension extends): mean gain {f_(gate['effect'], '+.3g')} nats over "
+                  f"{gate['n']} seeds, one-sided p {f_(gate['p'], '.2g')}: {'passed' if gate['passed'] else 'FAILED'}.", ""]
+    if c.get("wall"):
+        L += [f"Measured wall time of `CONFIRM=2 bash sweep.sh {study}`: {c['wall']['text']}.", ""]
+    return L
+
+
+def f_(x, spec):
+    from studies.common import f
+    return f(x, spec)
+
+
+def with_section(readme, study, conf=None, pilot=None):
+    """README text with its wave-2 section regenerated; None without the markers."""
+    if W2_BEGIN not in readme or W2_END not in readme:
+        return None
+    head, rest = readme.split(W2_BEGIN, 1)
+    return head + W2_BEGIN + "\n\n" + "\n".join(section(study, conf, pilot)) + "\n" + W2_END + rest.split(W2_END, 1)[1]

@@ -31,7 +31,10 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-STUDIES = ("qat", "qat-probes", "longctx", "lengen", "posenc")
+sys.path.insert(0, HERE)
+from studies.confirm import CONFIRM  # noqa: E402 (the one list of studies)
+
+STUDIES = tuple(CONFIRM)
 MAIN = "{py} train.py --bits 6 --warmdown 0.33 --quiet --out_dir {out}/main"
 EVAL_SKIP = {"wall_s", "eval_config", "versions", "device", "run", "checkpoint", "train_config", "model_config"}
 

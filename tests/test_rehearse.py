@@ -12,13 +12,14 @@ import pytest
 
 from conftest import ROOT
 
+from studies.confirm import CONFIRM
 from tools import rehearse
 from studies.longctx import OUTCOMES as LONGCTX_OUTCOMES, RETRIEVAL
 import train
 from model import SIZES
 
 SWEEP = os.path.join(ROOT, "sweep.sh")
-STUDIES = ("qat", "qat-probes", "longctx", "posenc", "lengen")
+STUDIES = tuple(CONFIRM)  # every study declares its confirmatory family there: the one list
 
 
 def dry(tmp_path, study, **env):

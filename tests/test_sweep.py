@@ -472,6 +472,12 @@ def test_multi_step_jobs_skip_done_steps(env):
     os.makedirs(run)
     for f in ("result.json", "eval.json"):
         open(os.path.join(run, f), "w").write("{}")
+    # a finished run without its checkpoint (a clone keeps only the JSON records): trained again, --overwrite,
+    # since its extensions still need the checkpoint; its own finished evaluation stays skipped
+    first = sweep(env, "-n", "longctx").stdout.splitlines()[0]
+    assert first.split()[1] == "train.py" and " --overwrite" in first.split(" && ")[0]
+    assert first.count(" && ") == lines[0].count(" && ") - 1
+    open(os.path.join(run, "ckpt.pt"), "w").write("")
     first = sweep(env, "-n", "longctx").stdout.splitlines()[0]
     assert first.split()[1] == "extend.py" and first.count(" && ") == lines[0].count(" && ") - 2
     n_ext = sum(l.count("extend.py ") for l in lines)

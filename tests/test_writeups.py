@@ -11,6 +11,8 @@ import pytest
 
 from studies.common import VERDICTS_BEGIN, VERDICTS_END, with_verdicts
 from studies.confirm import CONFIRM_BEGIN, CONFIRM_END, FRONT_BEGIN, FRONT_END
+from studies.ledger import LEDGER_BEGIN, LEDGER_END
+from studies.wave2 import W2_BEGIN, W2_END
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "results")
 STUDIES = sorted(d for d in os.listdir(ROOT) if os.path.isfile(os.path.join(ROOT, d, "analysis.json")))
@@ -62,7 +64,8 @@ def read(study):
 
 def without_generated(text):
     """text less its generated sections (the verdicts, checked below; the confirmatory ones, by test_confirm.py)."""
-    for begin, end in ((VERDICTS_BEGIN, VERDICTS_END), (CONFIRM_BEGIN, CONFIRM_END), (FRONT_BEGIN, FRONT_END)):
+    for begin, end in ((VERDICTS_BEGIN, VERDICTS_END), (CONFIRM_BEGIN, CONFIRM_END), (FRONT_BEGIN, FRONT_END),
+                       (W2_BEGIN, W2_END), (LEDGER_BEGIN, LEDGER_END)):
         if begin in text:
             head, rest = text.split(begin, 1)
             text = head + rest.split(end, 1)[1]
@@ -220,3 +223,260 @@ def test_the_front_page_verdict_words_have_family_members_behind_them():
         with open(os.path.join(ROOT, "..", page)) as fh:
             bad = unbacked_verdicts(fh.read(), passed)
         assert not bad, f"{page}: verdict words no passed family member backs (cite its Holm p): {bad}"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Statements that can drift from the stored data or from the seed papers: the confirmatory walls' sum on the
+# front page, a pilot's run-count breakdown, which papers are seeds, a pointer beside every attribution to
+# the seed, and the longctx gate's verdict words on the front page.
+
+FRONT = os.path.join(ROOT, "..", "README.md")
+STATUS = os.path.join(ROOT, "..", "docs", "status.md")
+# every <!-- NAME ... --> ... <!-- /NAME --> section a script writes (verdicts, confirmatory, confirmatory
+# verdicts, claims ledger); the hand-written not-regenerated blocks stay in
+GENERATED = re.compile(r"<!-- ((?!not regenerated)[a-z][a-z ]*?)(?::[^>]*)? -->.*?<!-- /\1 -->", re.S)
+
+
+def read_page(path):
+    with open(path) as fh:
+        return fh.read()
+
+
+def all_sentences(text, keep_code=False):
+    """The hand-written sentences of a page: generated sections, code blocks and headings left out; each
+    table cell a sentence of its own; inline code kept (keep_code) or emptied."""
+    text = GENERATED.sub("", text)
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    text = re.sub(r"<!--.*?-->", "", text, flags=re.S)
+    out = []
+    for para in re.split(r"\n\s*\n", text):
+        prose = []
+        for line in para.split("\n"):
+            s = line.strip()
+            if s.startswith("|"):
+                out += [c.strip() for c in s.strip("|").split("|") if c.strip() and not re.fullmatch(r"[-: ]+", c.strip())]
+            elif not s.startswith("#"):
+                prose.append(s)
+        para = " ".join(prose) if keep_code else re.sub(r"`[^`]*`", "``", " ".join(prose))
+        out += [x for x in re.split(r"(?<=[.!?])\s+(?=[A-Z(*\"'-])", para) if x.strip()]
+    return out
+
+
+# 1. The confirmatory walls: the front page's "N h M min [S s] in all" is the sum of the stored walls
+# (results/STUDY/confirm/wall.json, else confirm/analysis.json confirmatory.wall.seconds), to the second when
+# seconds are given, else to the minute; each "STUDY [H h] M min S s" it lists is that study's stored wall.
+IN_ALL = re.compile(r"(\d+) h (\d+) min(?: (\d+) s)? in all")
+STUDY_WALL = re.compile(r"\b(qat-probes|qat|longctx|lengen|posenc) (?:(\d+) h )?(\d+) min (\d+) s\b")
+
+
+def stored_walls():
+    out = {}
+    for study in STUDIES:
+        conf = os.path.join(ROOT, study, "confirm")
+        if os.path.isfile(os.path.join(conf, "wall.json")):
+            out[study] = int(json.load(open(os.path.join(conf, "wall.json")))["seconds"])
+        elif os.path.isfile(os.path.join(conf, "analysis.json")):
+            wall = (json.load(open(os.path.join(conf, "analysis.json"))).get("confirmatory") or {}).get("wall")
+            if wall:
+                out[study] = int(wall["seconds"])
+    return out
+
+
+def wall_errors(text, walls):
+    """The wall statements of text that the stored walls ({study: seconds}) contradict."""
+    text = " ".join(GENERATED.sub("", text).split())
+    total, bad = sum(walls.values()), []
+    for m in IN_ALL.finditer(text):
+        h, mins, s = int(m.group(1)), int(m.group(2)), m.group(3)
+        ok = (h * 3600 + mins * 60 + int(s) == total) if s else (h * 60 + mins in (total // 60, round(total / 60)))
+        if not ok:
+            bad.append(f"{m.group()} (stored: {total // 3600} h {total % 3600 // 60} min {total % 60} s)")
+    for m in STUDY_WALL.finditer(text):
+        study, h, mins, s = m.group(1), int(m.group(2) or 0), int(m.group(3)), int(m.group(4))
+        if study in walls and h * 3600 + mins * 60 + s != walls[study]:
+            bad.append(f"{m.group()} (stored: {walls[study]} s)")
+    return bad
+
+
+def test_the_wall_check_can_fail():
+    walls = {"qat": 534, "lengen": 1176, "posenc": 1284, "qat-probes": 1454, "longctx": 3382}  # 7830 s
+    good = "walls: qat 8 min 54 s, longctx 56 min 22 s: 2 h 10 min 30 s in all; also 2 h 10 min in all"
+    assert wall_errors(good, walls) == []
+    assert wall_errors("walls: qat 8 min 54 s: 2 h 30 min in all", walls) != []  # the referee's defect
+    assert wall_errors("2 h 10 min 31 s in all", walls) != []
+    assert wall_errors("qat 9 min 54 s", walls) != []
+    assert wall_errors("2 h\n10 min 30 s in all", walls) == []  # a statement broken over lines is read whole
+
+
+def test_the_front_page_states_the_stored_confirmatory_walls():
+    walls = stored_walls()
+    text = read_page(FRONT)
+    assert not wall_errors(text, walls), f"README.md: walls that are not the stored ones: {wall_errors(text, walls)}"
+
+
+# 2. A pilot's run count: a sentence that names `n_runs`, or the pilot's sweep (`bash sweep.sh STUDY`), gives
+# its breakdown "A + B + C" and its "N runs (`n_runs`" as the stored n_runs of results/STUDY/analysis.json; in
+# the pilot's sweep sentence the parts it lists in words ("N at commit X", "the N sinusoidal runs", "N others")
+# add up to n_runs too.
+RUN_SUM = re.compile(r"(?<![\w.+])\d+(?: \+ \d+)+(?![\w.])")
+N_RUNS = re.compile(r"(\d+) runs \(`n_runs`")
+RUN_PARTS = re.compile(r"\b(\d+) at commit\b|\bthe (\d+) (?:[\w-]+ ){0,2}runs\b|\b(\d+) others\b")
+
+
+def run_count_errors(text, study, n_runs):
+    """(the run counts of text that differ from n_runs, how many were checked)."""
+    bad, checked = [], 0
+    for s in all_sentences(text, keep_code=True):
+        if "n_runs" not in s and f"`bash sweep.sh {study}`" not in s:
+            continue
+        for m in RUN_SUM.finditer(s):
+            checked += 1
+            if sum(int(x) for x in m.group().split(" + ")) != n_runs:
+                bad.append(f"{m.group()} (stored n_runs {n_runs})")
+        for m in N_RUNS.finditer(s):
+            checked += 1
+            if int(m.group(1)) != n_runs:
+                bad.append(f"{m.group()} (stored n_runs {n_runs})")
+        parts = [int(x) for m in RUN_PARTS.finditer(s) for x in m.groups() if x]
+        if f"`bash sweep.sh {study}`" in s and len(parts) >= 2:
+            checked += 1
+            if sum(parts) != n_runs:
+                bad.append(f"parts {' + '.join(map(str, parts))} (stored n_runs {n_runs})")
+    return bad, checked
+
+
+def test_the_run_count_check_can_fail():
+    good = ("(`bash sweep.sh posenc`, 66 runs (`n_runs`: 36 + 6 + 24), mean over 3 seeds: 36 at commit x, the 6 "
+            "sinusoidal runs at y, and the 24 chunk runs at z.)")
+    assert run_count_errors(good, "posenc", 66) == ([], 3)
+    # the referee's defect: the parts in words add up to 81, not the stored 66
+    old = ("(`bash sweep.sh posenc`, 66 runs, mean ± sd over 3 seeds: 51 at commit 27d7e3d, 55 min 16 s; the 6 "
+           "sinusoidal runs at 3403fed, and the 24 chunk runs (full model and ablations) at c60e56b.)")
+    assert run_count_errors(old, "posenc", 66)[0] == ["parts 51 + 6 + 24 (stored n_runs 66)"]
+    lengen = "(`bash sweep.sh lengen`, 138 runs: 118 at commit a, the 9 sinusoidal runs and 11 others at b.)"
+    assert run_count_errors(lengen, "lengen", 138) == ([], 1)
+    bad = "(`bash sweep.sh posenc`, 66 runs, mean over 3 seeds: 51 at commit x, the 6 sinusoidal runs (51 + 6 + 24).)"
+    assert "51 + 6 + 24 (stored n_runs 66)" in run_count_errors(bad, "posenc", 66)[0]
+    assert run_count_errors("The grid has 81 runs (`n_runs`: 81).", "posenc", 66)[0] != []
+    # a paper grid's breakdown in a sentence about neither is not the pilot's
+    assert run_count_errors("Counted on `SCALE=paper bash sweep.sh qat-probes`: 3 seeds (54 + 18 runs).", "qat-probes", 201) == ([], 0)
+
+
+@pytest.mark.parametrize("study", STUDIES)
+def test_a_run_count_breakdown_adds_up_to_the_stored_n_runs(study):
+    text, report = read(study)
+    bad, checked = run_count_errors(text, study, report["n_runs"])
+    assert not bad, f"results/{study}/README.md: run counts that are not the stored n_runs: {bad}"
+    if study in ("posenc", "lengen"):  # the pilot's runs, by commit, add up to the stored count
+        assert checked >= 1, f"results/{study}/README.md: the pilot's runs sentence gives no breakdown of its runs"
+
+
+# 3. NoPE (arXiv 2305.19466) and ALiBi (arXiv 2108.12409) are baselines the seeds cite, not seeds: a sentence
+# that speaks of the seed's (or seeds') abstracts or papers and names either must say they are not seeds.
+SEED_ABSTRACT = re.compile(r"\bseeds?(?:'s|s')? (?:[\w-]+ )?(?:abstracts?|papers?)\b", re.I)
+NON_SEED = re.compile(r"\bNoPE\b|\bALiBi\b|2305\.19466|2108\.12409")
+SAID_NOT_SEED = re.compile(r"\bnot (?:a |the )?seeds?\b|\bnot seed abstracts?\b|\bpapers? the seeds cite\b", re.I)
+
+
+def non_seed_as_seed(text):
+    """Sentences of text (its generated sections included) that count NoPE or ALiBi among the seed abstracts."""
+    text = re.sub(r"<!--.*?-->", "", re.sub(r"```.*?```", "", text, flags=re.S), flags=re.S)
+    out = []
+    for para in re.split(r"\n\s*\n", text):
+        for line in (para.split("\n") if para.lstrip().startswith("|") else [" ".join(para.split("\n"))]):
+            out += [s for s in re.split(r"(?<=[.!?])\s+(?=[A-Z(*\"'-])", line)
+                    if SEED_ABSTRACT.search(s) and NON_SEED.search(s) and not SAID_NOT_SEED.search(s)]
+    return [s.strip()[:200] for s in out]
+
+
+def test_the_non_seed_check_can_fail():
+    bad = ("The seed's length-generalisation abstracts claim that some positional encodings -- NoPE, ALiBi, "
+           "HoPE (arXiv 2410.21216) -- extrapolate past the training length where RoPE fails.")
+    assert non_seed_as_seed(bad) == [bad]
+    assert non_seed_as_seed("| x | The seed abstracts: NoPE (arXiv 2305.19466) | y |") != []
+    assert non_seed_as_seed("The seed abstracts are HoPE and ExPE. NoPE is a baseline.") == []
+    assert non_seed_as_seed("The seed abstracts (HoPE, ExPE; NoPE and ALiBi are not seeds) are in lengen.") == []
+    assert non_seed_as_seed("Claims quoted from its seed's abstract (lengen's from NoPE, a paper the seeds cite).") == []
+
+
+@pytest.mark.parametrize("page", [os.path.join("results", s, "README.md") for s in STUDIES]
+                         + ["README.md", os.path.join("docs", "status.md")])
+def test_nope_and_alibi_are_not_called_seeds(page):
+    bad = non_seed_as_seed(read_page(os.path.join(ROOT, "..", page)))
+    assert not bad, f"{page}: NoPE / ALiBi named among the seed abstracts (they are baselines the seeds cite): {bad}"
+
+
+# 4. A sentence that attributes something to the seed ("the seed's", "as the seed", "the seed says", "in the
+# seed") quotes it or points to where the seed says it: an arXiv id, its abstract, review, Phase, Section or
+# Figure. Hand-written prose only (generated sections and code left out; table cells are sentences too).
+ATTRIBUTES = re.compile(r"\bthe seed's\b|\bas the seed\b|\bthe seed says\b|\bin the seed\b(?![-\w])", re.I)
+POINTER = re.compile(r"(?<!\w)\"[^\"]{3,}\"|(?<!\w)'[^']{3,}'(?!\w)|\u201c[^\u201d]{3,}\u201d|\b\d{4}\.\d{4,5}\b|"
+                     r"\b(?:abstracts?|Phase|Section|Figure|review)\b")
+
+
+def unpointed_attributions(text):
+    return [s[:200] for s in all_sentences(text) if ATTRIBUTES.search(s) and not POINTER.search(s)]
+
+
+def test_the_attribution_check_can_fail():
+    assert unpointed_attributions("SwiGLU (the seed's Olmo architecture) is used.") != []
+    assert unpointed_attributions("The window is the short context, as in the seed.") != []
+    assert unpointed_attributions("| MLP | SwiGLU (`--mlp swiglu`: the seed's Olmo architecture) | relu2 |") != []
+    assert unpointed_attributions("Both claims hold, as the seed states them.") != []
+    assert unpointed_attributions("As in the seed-to-seed spread, nothing is said of the paper.") == []
+    assert unpointed_attributions("The seed's ratio (its review: HELMET at 32K) is 8.") == []
+    assert unpointed_attributions("The seed's \"wd33 decisively optimal\" holds.") == []
+    assert unpointed_attributions("The seed's 625 runs (arXiv 2608.10296).") == []
+    assert unpointed_attributions("<!-- confirmatory -->\nas the seed states it.\n<!-- /confirmatory -->") == []
+
+
+@pytest.mark.parametrize("page", [os.path.join("results", s, "README.md") for s in STUDIES]
+                         + ["README.md", os.path.join("docs", "status.md")])
+def test_an_attribution_to_the_seed_quotes_it_or_points_to_it(page):
+    bad = unpointed_attributions(read_page(os.path.join(ROOT, "..", page)))
+    assert not bad, f"{page}: attributions to the seed without a quote or a pointer (abstract, review, arXiv id): {bad}"
+
+
+# 5. The longctx extension is the family's gate, not a claim of the seed: its front-page row reads "gate
+# passed" / "gate failed", never "passed, as the seed"; the posenc extrapolation rows give the tested ratio
+# (8x, 128 to 1,024) beside the seed's.
+def gate_rows(text):
+    """(the front page's confirmatory rows of a gate hypothesis, those whose verdict is not a gate's)."""
+    from studies.confirm import CONFIRM, GATE_IDS
+    gates = {d["claim"] for c in CONFIRM.values() for d in c["hypotheses"] if d["id"] in GATE_IDS}
+    section = text.split(FRONT_BEGIN, 1)[1].split(FRONT_END, 1)[0] if FRONT_BEGIN in text else ""
+    rows = [[c.strip() for c in r.strip().strip("|").split("|")] for r in section.splitlines() if r.startswith("| [")]
+    found = [r for r in rows if r[1] in gates]
+    return found, [" | ".join(r) for r in found
+                   if not r[-1].startswith(("gate passed", "gate failed")) or "as the seed" in r[-1]]
+
+
+def test_the_gate_check_can_fail():
+    from studies.confirm import CONFIRM, result_words
+    claim = CONFIRM["longctx"]["hypotheses"][0]["claim"]
+    row = f"| [longctx](results/longctx/README.md) | {claim} | 10 | +0.0949 | 1.5e-06 | {{}} |"
+    page = lambda words: f"{FRONT_BEGIN}\n\n{row.format(words)}\n{FRONT_END}\n"
+    assert gate_rows(page("gate passed")) == ([[f"[longctx](results/longctx/README.md)", claim, "10", "+0.0949",
+                                                 "1.5e-06", "gate passed"]], [])
+    assert gate_rows(page("passed, as the seed"))[1] != []
+    assert result_words({"id": "extends", "passed": True}) == "gate passed"
+    assert result_words({"id": "extends", "passed": False, "p": 0.3, "mde": 0.02}).startswith("gate failed")
+    assert result_words({"id": "compound", "passed": True}) == "passed, as the seed"
+
+
+def test_the_front_page_gate_row_reads_gate_passed():
+    text = read_page(FRONT)
+    found, bad = gate_rows(text)
+    assert found, "README.md: no confirmatory row for the longctx gate"
+    assert not bad, f"README.md: the gate's row reads as a claim of the seed: {bad}"
+    assert all(r[-1] == "gate passed" for r in found)  # the stored gate passed (Holm p 1.5e-06)
+
+
+def test_the_front_page_extrapolation_rows_give_both_ratios():
+    text = read_page(FRONT)
+    section = text.split(FRONT_BEGIN, 1)[1].split(FRONT_END, 1)[0]
+    rows = [r for r in section.splitlines() if r.startswith("| [posenc]")]
+    assert len(rows) == 4
+    for r in rows:
+        assert "8x" in r and "128" in r and "1,024" in r, f"README.md: no tested ratio in {r[:120]}"
+        assert ("'substantially longer'" in r) if "swan" in r else ("32 million tokens" in r and "4K" in r), r[:160]

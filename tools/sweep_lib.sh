@@ -177,20 +177,37 @@ step_target() {  # one step -> STEP_KIND (train | extend | eval | "") and STEP_D
 }
 
 pending() {  # one grid line -> PENDING: the steps still to do, ' && '-joined ("" when all are done)
-    local rest=$1 s
+    local rest=$1 s i j n
+    local -a steps=() kinds=() dirs=() todo=()
     PENDING=""
     while [[ -n $rest ]]; do
         s=${rest%% && *}
         [[ $s == "$rest" ]] && rest="" || rest=${rest#* && }
-        step_target "$s"
+        steps+=("$s")
+    done
+    n=${#steps[@]}
+    for ((i = 0; i < n; i++)); do
+        s=${steps[i]}; step_target "$s"; kinds[i]=$STEP_KIND; dirs[i]=$STEP_DIR; todo[i]=1
         case $STEP_KIND in
             train|extend)
-                [[ -n $STEP_DIR && -f $STEP_DIR/result.json ]] && continue
-                [[ $STEP_KIND == train && -f $STEP_DIR/ckpt.pt && $s != *" --resume"* ]] && s+=" --resume" ;;
+                [[ -n $STEP_DIR && -f $STEP_DIR/result.json ]] && todo[i]=0 ;;
             eval)  # done when its output exists: --out FILE (the grid probe's grid.json), else RUN/eval.json
-                if [[ $s =~ [[:space:]]--out[[:space:]]+([^[:space:]]+) ]]; then [[ -f ${BASH_REMATCH[1]} ]] && continue
-                elif [[ -f $STEP_DIR/eval.json ]]; then continue; fi ;;
+                if [[ $s =~ [[:space:]]--out[[:space:]]+([^[:space:]]+) ]]; then [[ -f ${BASH_REMATCH[1]} ]] && todo[i]=0
+                elif [[ -f $STEP_DIR/eval.json ]]; then todo[i]=0; fi ;;
         esac
+    done
+    # A finished run whose checkpoint is gone (a clone keeps only the JSON records: runs/ in .gitignore) is
+    # trained again, --overwrite, when a later step of its line still needs it; backwards, so that a rerun
+    # extension reruns its parent too. Training is deterministic on one machine: the same record comes back.
+    for ((i = n - 1; i >= 0; i--)); do
+        [[ (${kinds[i]} == train || ${kinds[i]} == extend) && ${todo[i]} == 0 && ! -f ${dirs[i]}/ckpt.pt ]] || continue
+        for ((j = i + 1; j < n; j++)); do (( todo[j] )) && { todo[i]=2; break; }; done
+    done
+    for ((i = 0; i < n; i++)); do
+        s=${steps[i]}
+        (( todo[i] )) || continue
+        if (( todo[i] == 2 )); then s+=" --overwrite"
+        elif [[ ${kinds[i]} == train && -f ${dirs[i]}/ckpt.pt && $s != *" --resume"* ]]; then s+=" --resume"; fi
         PENDING+="${PENDING:+ && }$s"
     done
 }

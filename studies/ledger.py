@@ -1,0 +1,231 @@
+"""
+The claims ledger: every result sentence of the seed abstracts (studies/claims.py: the sentences, quoted,
+the rule that picks them, and which confirmatory hypotheses test each), with the status the stored
+confirmatory analyses give it. Generated, never typed: `python analyze.py --ledger README.md` writes
+results/ledger.md, results/ledger.json, results/ledger_forest.png and the front page's ledger section.
+
+A claim's status:
+- confirmed: every hypothesis that tests it passed in the seed's direction (a claimed null: equivalent);
+- refuted: one passed against the seed's direction, or an equivalence failed with its whole interval
+  outside the margin;
+- undecided: neither; the row gives the effect each null could have detected;
+- untestable: no hypothesis can test it at this scale or in this harness (the row says why);
+- not tested: testable here, but in no confirmatory family yet (the row says what exists for it);
+- pending: its hypotheses are declared but their runs have not all been analysed yet.
+Status order when a claim has several tests: refuted > undecided > confirmed (the weakest decided one);
+a test not yet run leaves the others' status, marked "(k pending)".
+"""
+import json
+import os
+
+from studies.claims import CLAIMS, EXCLUDED, RULE
+from studies.common import ci, f, table
+
+STATUSES = ("confirmed", "refuted", "undecided", "untestable", "not tested", "pending")
+NOT_TESTED = "not in a confirmatory family"  # how claims.py words a testable claim no family tests yet
+COLOURS = {"confirmed": "tab:green", "refuted": "tab:red", "undecided": "tab:grey", "pending": "tab:blue"}
+LEDGER_BEGIN, LEDGER_END = "<!-- claims ledger -->", "<!-- /claims ledger -->"
+
+
+def load_families(results):
+    """{(wave, family): decided family} from results/STUDY/confirm (wave 1) and results/STUDY/confirm2
+    (wave 2) analysis.json files."""
+    out = {}
+    for study in sorted(os.listdir(results)) if os.path.isdir(results) else ():
+        for sub, wave in (("confirm", 1), ("confirm2", 2)):
+            path = os.path.join(results, study, sub, "analysis.json")
+            if not os.path.isfile(path):
+                continue
+            with open(path) as fh:
+                conf = json.load(fh).get("confirmatory") or {}
+            if wave == 1 and conf.get("family"):
+                out[1, conf["family"]["study"]] = conf["family"]
+            for name, fam in (conf.get("families") or {}).items():
+                out[2, name] = fam
+    return out
+
+
+def hypothesis_status(h):
+    """One decided hypothesis -> (status, words)."""
+    if h is None:
+        return "pending", "pending: not run yet"
+    if h.get("not_read"):
+        return "undecided", f"not read: {h['not_read']}"
+    if h.get("opposite"):
+        return "refuted", "passed opposite to the seed"
+    if h.get("passed"):
+        return "confirmed", (f"equivalent within +-{f(h['margin'], '.3g')}" if h.get("margin") is not None
+                             else "passed, as the seed")
+    if h.get("margin") is not None:
+        lo, hi = h["ci"] if h.get("ci") else (None, None)
+        if lo is not None and (lo > h["margin"] or hi < -h["margin"]):
+            return "refuted", f"not equivalent: interval outside +-{f(h['margin'], '.3g')}"
+        return "undecided", f"not shown equivalent (margin +-{f(h['margin'], '.3g')})"
+    if h.get("p") is None:
+        return "undecided", "undefined: no test"
+    return "undecided", "not distinguishable" + (f"; detectable: {f(h['mde'], '.3g')}" if h.get("mde") else "")
+
+
+def find(fams, wave, family, hid):
+    fam = fams.get((wave, family))
+    return next((h for h in (fam or {}).get("hypotheses", []) if h.get("id") == hid), None)
+
+
+def claim_row(c, fams):
+    """A claim with its tests (each with its decided hypothesis, status and words) and its status."""
+    tests = []
+    for wave, family, hid in c.get("tests") or ():
+        h = find(fams, wave, family, hid)
+        st, words = hypothesis_status(h)
+        tests.append({"wave": wave, "family": family, "id": hid, "status": st, "words": words,
+                      "effect": (h or {}).get("effect"), "ci": (h or {}).get("ci"), "n": (h or {}).get("n"),
+                      "p_holm": (h or {}).get("p_holm"), "margin": (h or {}).get("margin"),
+                      "declared": (h or {}).get("declared"), "sd": (h or {}).get("sd"), "mde": (h or {}).get("mde")})
+    if c.get("untestable") and not tests:
+        status = "not tested" if c["untestable"].startswith(NOT_TESTED) else "untestable"
+    else:
+        done = [t["status"] for t in tests if t["status"] != "pending"]
+        status = ("pending" if not done else "refuted" if "refuted" in done else
+                  "undecided" if "undecided" in done else "confirmed")
+    pending = sum(t["status"] == "pending" for t in tests)
+    return {**{k: c.get(k) for k in ("id", "paper", "quote", "tiny", "untestable", "prior_work", "cited",
+                                      "paraphrase")}, "status": status, "pending_tests": pending, "tests": tests}
+
+
+def walls(results):
+    """{(wave, study): confirmatory.wall} of the stored confirm / confirm2 analyses (None: not analysed yet)."""
+    from studies import confirm, wave2
+    out = {}
+    for wave, studies, sub in ((1, confirm.CONFIRM, "confirm"), (2, wave2.RUNS, "confirm2")):
+        for study in studies:
+            path = os.path.join(results, study, sub, "analysis.json")
+            conf = json.load(open(path)).get("confirmatory") if os.path.isfile(path) else None
+            out[wave, study] = (conf or {}).get("wall") if conf is not None else None
+    return out
+
+
+def ledger(results):
+    fams = load_families(results)
+    rows = [claim_row(c, fams) for c in CLAIMS]
+    counts = {s: sum(r["status"] == s for r in rows) for s in STATUSES}
+    w = walls(results)
+    return {"rule": RULE, "statuses": __doc__.split("A claim's status:")[1].split("Status order")[0].strip(),
+            "n": len(rows), "counts": counts, "rows": rows, "excluded": EXCLUDED,
+            "walls": [{"wave": k[0], "study": k[1], "wall": v} for k, v in w.items()]}
+
+
+def waves_line(led):
+    """Which confirmatory sweeps have been analysed, and their measured walls."""
+    parts = {1: [], 2: []}
+    total = {1: 0, 2: 0}
+    for x in led["walls"]:
+        wl = x["wall"]
+        parts[x["wave"]].append(f"{x['study']} {wl['text'].split(' on ')[0]}" if wl else f"{x['study']} not analysed yet")
+        total[x["wave"]] += wl["seconds"] if wl else 0
+    hms = lambda t: f"{t // 3600} h {t % 3600 // 60} min {t % 60} s"
+    return (f"Measured walls on 2 cores, wave 1 (studies/confirm.py): {', '.join(parts[1])}; {hms(total[1])} in all. "
+            f"Wave 2 (studies/wave2.py, `CONFIRM=2 bash sweep.sh STUDY`): {', '.join(parts[2])}; {hms(total[2])} so far. "
+            "Each write-up says what else shared the cores.")
+
+
+def count_line(led):
+    c = led["counts"]
+    return (f"**{led['n']} claims: {c['confirmed']} confirmed, {c['refuted']} refuted, {c['undecided']} undecided, "
+            f"{c['untestable']} untestable at this scale, {c['not tested']} not tested yet"
+            + (f", {c['pending']} pending (runs not finished)" if c["pending"] else "") + ".**")
+
+
+def quote(r):
+    q = r["quote"]
+    tag = (" (a cited paper's claim, not a seed's; paraphrased)" if r.get("cited") else
+           " (prior work, as the abstract states it)" if r.get("prior_work") else "")
+    return (q if r.get("paraphrase") else f"\"{q}\"") + tag
+
+
+def decided_by(r):
+    if r["status"] in ("untestable", "not tested"):
+        return r["untestable"]
+    return "; ".join(f"w{t['wave']} {t['family']}/{t['id']}: {t['words']}" for t in r["tests"])
+
+
+def front_md(led):
+    """The front page's ledger: the count line, the claims that did not reproduce, the plot, the table."""
+    bad = [r["id"] for r in led["rows"] if r["status"] in ("refuted", "undecided")]
+    L = [count_line(led), "",
+         "Every sentence of the seed abstracts that states a result, in the seeds' order, with the status the "
+         "confirmatory families give it (rule and statuses: [results/ledger.md](results/ledger.md), which also "
+         "restates each claim in tiny terms). Generated by `python analyze.py --ledger README.md` from "
+         "`results/*/confirm*/analysis.json`.", ""]
+    if bad:
+        L += [f"Did not reproduce here (refuted or undecided): {', '.join(bad)}.", ""]
+    L += [waves_line(led), ""]
+    L += ["![Each tested claim's effect and interval, in the seed's direction](results/ledger_forest.png)", ""]
+    rows = [[r["id"], r["paper"], quote(r), r["status"] + (f" ({r['pending_tests']} pending)"
+                                                           if r["pending_tests"] and r["status"] != "pending" else ""),
+             decided_by(r)] for r in led["rows"]]
+    return L + table(["#", "paper", "the seed's words", "status", "decided by (wave family/hypothesis: verdict)"],
+                     rows) + [""]
+
+
+def full_md(led):
+    L = ["# The claims ledger", "", "Generated by `python analyze.py --ledger README.md`; do not edit.", "",
+         count_line(led), "", "## Which sentences", "", led["rule"], "", "## Statuses", "", led["statuses"], "",
+         "## Claims", ""]
+    rows = []
+    for r in led["rows"]:
+        tests = "<br>".join(
+            f"w{t['wave']} {t['family']}/{t['id']}: {t['words']}"
+            + (f", {ci(t['effect'], *(t['ci'] or (None, None)), '+.3g')}, Holm p {f(t['p_holm'], '.2g')}, "
+               f"{t['n']} seeds" if t["effect"] is not None else "") for t in r["tests"]) or r["untestable"]
+        rows.append([r["id"], quote(r), r["tiny"], r["status"], tests])
+    L += table(["#", "the seed's words", "in tiny terms", "status", "tests"], rows) + [""]
+    L += ["## Sentences left out, and why", ""]
+    L += table(["paper", "sentence", "why not a result claim"], [[e["paper"], f"\"{e['quote']}\"", e["why"]]
+                                                                for e in led["excluded"]]) + [""]
+    return L
+
+
+def forest(led, path):
+    """One row per tested claim-hypothesis: its effect and interval in the seed's direction, in units of the
+    per-seed sd (d_z: the units of the hypotheses differ: nats, exact match, z), against 0 or +-margin."""
+    from studies.common import figures
+    tests, claims = {}, {}
+    for r in led["rows"]:  # a hypothesis deciding several claims is drawn once, labelled with all of them
+        for t in r["tests"]:
+            if t["effect"] is not None and t["sd"] and t["ci"]:
+                key = (t["wave"], t["family"], t["id"])
+                tests.setdefault(key, t)
+                claims.setdefault(key, []).append(r["id"])
+    pts = []
+    for key, t in tests.items():
+        sign = t["declared"] or 1
+        e, lo, hi = (sign * x / t["sd"] for x in (t["effect"], *t["ci"]))
+        pts.append((f"{', '.join(claims[key])}: w{t['wave']} {t['family']}/{t['id']}", e, min(lo, hi), max(lo, hi),
+                    t["margin"] / t["sd"] if t["margin"] is not None else None, t["status"]))
+    if not pts:
+        return None
+    fig, axes = figures(1, 8, 0.28 * len(pts) + 1.2)
+    ax = axes[0][0]
+    for i, (name, e, lo, hi, m, st) in enumerate(reversed(pts)):
+        ax.plot([lo, hi], [i, i], color=COLOURS[st], lw=2)
+        ax.plot([e], [i], "o", color=COLOURS[st], ms=4)
+        if m is not None:
+            ax.plot([-m, m], [i, i], "|", color="k", ms=8)
+    ax.axvline(0, color="k", lw=0.8)
+    ax.set_yticks(range(len(pts)))
+    ax.set_yticklabels([p[0] for p in reversed(pts)], fontsize=6)
+    ax.set_xscale("symlog", linthresh=1)
+    ax.set_xlabel("effect in the seed's direction / per-seed sd (d_z; | = equivalence margin)")
+    for st, col in COLOURS.items():
+        ax.plot([], [], color=col, lw=2, label=st)
+    ax.legend(fontsize=6, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    return path
+
+
+def with_ledger(readme, led):
+    if LEDGER_BEGIN not in readme or LEDGER_END not in readme:
+        return None
+    head, rest = readme.split(LEDGER_BEGIN, 1)
+    return head + LEDGER_BEGIN + "\n\n" + "\n".join(front_md(led)) + "\n" + LEDGER_END + rest.split(LEDGER_END, 1)[1]
