@@ -6,14 +6,14 @@ results/ledger.md, results/ledger.json, results/ledger_forest.png and the front 
 
 A claim's status:
 - confirmed: every hypothesis that tests it passed in the seed's direction (a claimed null: equivalent);
-- refuted: one passed against the seed's direction, or an equivalence failed with its whole interval
-  outside the margin;
+- refuted: one passed against the seed's direction, or an equivalence failed with its whole 90% interval
+  outside the margin (not Holm-adjusted: a descriptive refutation of a claimed null);
 - undecided: neither; the row gives the effect each null could have detected;
 - untestable: no hypothesis can test it at this scale or in this harness (the row says why);
 - not tested: testable here, but in no confirmatory family yet (the row says what exists for it);
-- pending: its hypotheses are declared but their runs have not all been analysed yet.
-Status order when a claim has several tests: refuted > undecided > confirmed (the weakest decided one);
-a test not yet run leaves the others' status, marked "(k pending)".
+- pending: some of its hypotheses are declared but not yet run (unless another already refutes it).
+With several tests: refuted if any is refuted; else pending while any is not run; else undecided if any
+is undecided; else confirmed. A claim of a paper the seeds only cite (nope-1) is counted apart.
 """
 import json
 import os
@@ -23,7 +23,7 @@ from studies.common import ci, f, table
 
 STATUSES = ("confirmed", "refuted", "undecided", "untestable", "not tested", "pending")
 NOT_TESTED = "not in a confirmatory family"  # how claims.py words a testable claim no family tests yet
-COLOURS = {"confirmed": "tab:green", "refuted": "tab:red", "undecided": "tab:grey", "pending": "tab:blue"}
+COLOURS = {"confirmed": "tab:green", "refuted": "tab:red", "undecided": "tab:grey", "pending": "tab:blue"}  # pending: no effect yet
 LEDGER_BEGIN, LEDGER_END = "<!-- claims ledger -->", "<!-- /claims ledger -->"
 
 
@@ -81,13 +81,13 @@ def claim_row(c, fams):
                       "effect": (h or {}).get("effect"), "ci": (h or {}).get("ci"), "n": (h or {}).get("n"),
                       "p_holm": (h or {}).get("p_holm"), "margin": (h or {}).get("margin"),
                       "declared": (h or {}).get("declared"), "sd": (h or {}).get("sd"), "mde": (h or {}).get("mde")})
+    pending = sum(t["status"] == "pending" for t in tests)
     if c.get("untestable") and not tests:
         status = "not tested" if c["untestable"].startswith(NOT_TESTED) else "untestable"
     else:
         done = [t["status"] for t in tests if t["status"] != "pending"]
-        status = ("pending" if not done else "refuted" if "refuted" in done else
+        status = ("refuted" if "refuted" in done else "pending" if pending else
                   "undecided" if "undecided" in done else "confirmed")
-    pending = sum(t["status"] == "pending" for t in tests)
     return {**{k: c.get(k) for k in ("id", "paper", "quote", "tiny", "untestable", "prior_work", "cited",
                                       "paraphrase")}, "status": status, "pending_tests": pending, "tests": tests}
 
@@ -107,10 +107,10 @@ def walls(results):
 def ledger(results):
     fams = load_families(results)
     rows = [claim_row(c, fams) for c in CLAIMS]
-    counts = {s: sum(r["status"] == s for r in rows) for s in STATUSES}
+    counts = {s: sum(r["status"] == s and not r.get("cited") for r in rows) for s in STATUSES}
     w = walls(results)
-    return {"rule": RULE, "statuses": __doc__.split("A claim's status:")[1].split("Status order")[0].strip(),
-            "n": len(rows), "counts": counts, "rows": rows, "excluded": EXCLUDED,
+    return {"rule": RULE, "statuses": __doc__.split("A claim's status:")[1].strip(),
+            "n": sum(not r.get("cited") for r in rows), "cited": [r for r in rows if r.get("cited")], "counts": counts, "rows": rows, "excluded": EXCLUDED,
             "walls": [{"wave": k[0], "study": k[1], "wall": v} for k, v in w.items()]}
 
 
@@ -130,9 +130,11 @@ def waves_line(led):
 
 def count_line(led):
     c = led["counts"]
-    return (f"**{led['n']} claims: {c['confirmed']} confirmed, {c['refuted']} refuted, {c['undecided']} undecided, "
-            f"{c['untestable']} untestable at this scale, {c['not tested']} not tested yet"
-            + (f", {c['pending']} pending (runs not finished)" if c["pending"] else "") + ".**")
+    cited = "; ".join(f"{r['id']}: {r['status']}" for r in led["cited"])
+    return (f"**{led['n']} seed claims: {c['confirmed']} confirmed, {c['refuted']} refuted, {c['undecided']} "
+            f"undecided, {c['untestable']} untestable here, {c['not tested']} not tested yet"
+            + (f", {c['pending']} pending (runs not finished)" if c["pending"] else "")
+            + (f"; plus {len(led['cited'])} claim of a paper the seeds cite ({cited})" if cited else "") + ".**")
 
 
 def quote(r):
@@ -142,28 +144,32 @@ def quote(r):
     return (q if r.get("paraphrase") else f"\"{q}\"") + tag
 
 
-def decided_by(r):
+def decided_by(r, short=False):
+    """The tests behind a row and their verdicts (short: statuses only, and the reason's first clause)."""
     if r["status"] in ("untestable", "not tested"):
-        return r["untestable"]
-    return "; ".join(f"w{t['wave']} {t['family']}/{t['id']}: {t['words']}" for t in r["tests"])
+        why = r["untestable"].split(";")[0] if short else r["untestable"]  # claims.py keeps ';' out of brackets
+        return why.split(": ", 1)[-1] if short and r["status"] == "not tested" else why
+    return "; ".join(f"w{t['wave']} {t['family']}/{t['id']}: {t['status'] if short else t['words']}"
+                     for t in r["tests"])
 
 
 def front_md(led):
     """The front page's ledger: the count line, the claims that did not reproduce, the plot, the table."""
     bad = [r["id"] for r in led["rows"] if r["status"] in ("refuted", "undecided")]
+    open_ = [r["id"] for r in led["rows"] if r["status"] == "pending"]
     L = [count_line(led), "",
          "Every sentence of the seed abstracts that states a result, in the seeds' order, with the status the "
          "confirmatory families give it (rule and statuses: [results/ledger.md](results/ledger.md), which also "
          "restates each claim in tiny terms). Generated by `python analyze.py --ledger README.md` from "
          "`results/*/confirm*/analysis.json`.", ""]
-    if bad:
-        L += [f"Did not reproduce here (refuted or undecided): {', '.join(bad)}.", ""]
+    L += [f"Did not reproduce here (refuted or undecided): {', '.join(bad) or 'none so far'}"
+          + (f"; still pending (wave 2 runs not finished): {', '.join(open_)}" if open_ else "") + ".", ""]
     L += [waves_line(led), ""]
     L += ["![Each tested claim's effect and interval, in the seed's direction](results/ledger_forest.png)", ""]
     rows = [[r["id"], r["paper"], quote(r), r["status"] + (f" ({r['pending_tests']} pending)"
                                                            if r["pending_tests"] and r["status"] != "pending" else ""),
-             decided_by(r)] for r in led["rows"]]
-    return L + table(["#", "paper", "the seed's words", "status", "decided by (wave family/hypothesis: verdict)"],
+             decided_by(r, short=True)] for r in led["rows"]]
+    return L + table(["#", "paper", "the seed's words", "status", "decided by (wave family/hypothesis), or why not"],
                      rows) + [""]
 
 
@@ -186,39 +192,43 @@ def full_md(led):
 
 
 def forest(led, path):
-    """One row per tested claim-hypothesis: its effect and interval in the seed's direction, in units of the
-    per-seed sd (d_z: the units of the hypotheses differ: nats, exact match, z), against 0 or +-margin."""
+    """One row per tested hypothesis (labelled with the claims it decides), coloured by status: left, the
+    differences, effect and 95% interval in the seed's direction in units of the per-seed sd (d_z: the units
+    differ, nats, exact match, z); right, the claimed nulls, effect and 90% interval over the margin (+-1)."""
     from studies.common import figures
     tests, claims = {}, {}
-    for r in led["rows"]:  # a hypothesis deciding several claims is drawn once, labelled with all of them
+    for r in led["rows"]:  # a hypothesis deciding several claims is drawn once
         for t in r["tests"]:
-            if t["effect"] is not None and t["sd"] and t["ci"]:
+            if t["effect"] is not None and t["ci"] and (t["sd"] or t["margin"]):
                 key = (t["wave"], t["family"], t["id"])
                 tests.setdefault(key, t)
                 claims.setdefault(key, []).append(r["id"])
-    pts = []
-    for key, t in tests.items():
-        sign = t["declared"] or 1
-        e, lo, hi = (sign * x / t["sd"] for x in (t["effect"], *t["ci"]))
-        pts.append((f"{', '.join(claims[key])}: w{t['wave']} {t['family']}/{t['id']}", e, min(lo, hi), max(lo, hi),
-                    t["margin"] / t["sd"] if t["margin"] is not None else None, t["status"]))
-    if not pts:
+    diff = [(k, t) for k, t in tests.items() if t["margin"] is None and t["sd"]]
+    equiv = [(k, t) for k, t in tests.items() if t["margin"] is not None]
+    if not diff and not equiv:
         return None
-    fig, axes = figures(1, 8, 0.28 * len(pts) + 1.2)
-    ax = axes[0][0]
-    for i, (name, e, lo, hi, m, st) in enumerate(reversed(pts)):
-        ax.plot([lo, hi], [i, i], color=COLOURS[st], lw=2)
-        ax.plot([e], [i], "o", color=COLOURS[st], ms=4)
-        if m is not None:
-            ax.plot([-m, m], [i, i], "|", color="k", ms=8)
-    ax.axvline(0, color="k", lw=0.8)
-    ax.set_yticks(range(len(pts)))
-    ax.set_yticklabels([p[0] for p in reversed(pts)], fontsize=6)
-    ax.set_xscale("symlog", linthresh=1)
-    ax.set_xlabel("effect in the seed's direction / per-seed sd (d_z; | = equivalence margin)")
+    fig, axes = figures(2, 6, 0.3 * max(len(diff), len(equiv)) + 1.4)
+    for ax, rows, scale, xlabel in (
+            (axes[0][0], diff, lambda t: t["sd"] / (t["declared"] or 1),
+             "effect in the seed's direction / per-seed sd (d_z), 95% interval"),
+            (axes[0][1], equiv, lambda t: t["margin"], "claimed null: effect / margin, 90% interval (| = margin)")):
+        for i, (k, t) in enumerate(reversed(rows)):
+            e, lo, hi = (x / scale(t) for x in (t["effect"], *t["ci"]))
+            ax.plot([min(lo, hi), max(lo, hi)], [i, i], color=COLOURS[t["status"]], lw=2)
+            ax.plot([e], [i], "o", color=COLOURS[t["status"]], ms=4)
+        ax.axvline(0, color="k", lw=0.8)
+        if rows is equiv:
+            for x in (-1, 1):
+                ax.axvline(x, color="k", lw=0.8, ls=":")
+        else:
+            ax.set_xscale("symlog", linthresh=1)
+        ax.set_yticks(range(len(rows)))
+        ax.set_yticklabels([f"{', '.join(claims[k])}: w{k[0]} {k[1]}/{k[2]}" for k, _ in reversed(rows)], fontsize=6)
+        ax.set_xlabel(xlabel, fontsize=7)
     for st, col in COLOURS.items():
-        ax.plot([], [], color=col, lw=2, label=st)
-    ax.legend(fontsize=6, loc="lower right")
+        if st != "pending":
+            axes[0][0].plot([], [], color=col, lw=2, label=st)
+    axes[0][0].legend(fontsize=6, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     return path

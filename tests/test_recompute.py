@@ -45,7 +45,11 @@ def raw_p(h):
         contrasts = per if per and all(isinstance(v, dict) for v in per.values()) else {"": per}
         ps = [tost_p(list(v.values()), h["margin"]) for v in contrasts.values()]
         return None if not ps or any(p is None for p in ps) else max(ps)
-    return t_p(list(per.values()))
+    p = t_p(list(per.values()))
+    vals = [v for v in per.values() if v is not None]
+    if p is None and "sign test" in h.get("test", "") and vals and (min(vals) > 0 or max(vals) < 0):
+        p = min(1.0, 2 * 0.5 ** len(vals))  # wave 2: a unanimous contrast, the exact sign test
+    return p
 
 
 def holm(ps):

@@ -257,21 +257,23 @@ def test_qat_end_to_end(tmp_path):
                            "grid_distance": {"bits": ec.grid_bits, "clip": "absmax", "ckpt": ec.ckpt, "overall": d,
                                              "per_layer": {"h.0.attn.c_attn.weight": d}}}, fh)
     rep, md = run_analysis([tmp_path / "sweeps" / "confirm2" / "qat"], "qat", tmp_path / "report")
-    assert list(rep["confirmatory"]["families"]) == wave2.families_of("qat") == ["qat-w2", "qat-grid"]
+    assert list(rep["confirmatory"]["families"]) == wave2.families_of("qat") == ["qat-w2", "qat-phase5"]
     assert rep["confirmatory"]["seeds_used"] == seeds
     fam, h = family(rep, "qat-w2")
     assert fam["m"] == 4 and all(x["n"] == len(seeds) for x in fam["hypotheses"])
     assert h["int3_null_sizes"]["passed"] and h["int3_null_sizes"]["margin"] == wave2.QAT_MARGIN
     assert len(h["int3_null_sizes"]["per_seed"]) == 2 * len(wave2.QAT_FIT)  # 3 sizes x 2 warmdowns
     assert not h["int4_null_sizes"]["passed"] and h["int4_null_sizes"]["effect"] == pytest.approx(-0.4 * 0.27 ** 2, abs=0.003)
+    assert len(h["int4_null_sizes"]["per_seed"]) == 2 * len(wave2.QAT_NULL4)  # below the seed's 50M only
     t = h["int4_transition"]  # INT4's gain from wd 0.33 is 0; FP16's 0.4 * 0.23^2: the seed's direction reversed
     assert t["opposite"] and not t["passed"] and t["effect"] == pytest.approx(-0.4 * 0.23 ** 2, abs=0.003)
-    assert h["law_rms"]["passed"] and 0 < h["law_rms"]["effect"] < 0.005
-    fam, h = family(rep, "qat-grid")
+    assert h["law_fit"]["passed"] and abs(h["law_fit"]["effect"]) < 0.005 and len(h["law_fit"]["per_seed"]) == 5
+    fam, h = family(rep, "qat-phase5")
     g = h["grid_ratio"]
-    assert fam["m"] == 1 and g["passed"] and g["margin"] == 0.1 and g["effect"] == pytest.approx(0.02, abs=0.015)
+    assert fam["m"] == 2 and g["passed"] and g["margin"] == 0.1 and g["effect"] == pytest.approx(0.02, abs=0.015)
     assert g["n"] == len(seeds) - 1 and g["gated_out"] == [str(no_probe)]
-    assert f"1 gated out: {no_probe}" in md and "### Wave 2, family `qat-grid`" in md
+    assert h["law_heldout"]["passed"] and len(h["law_heldout"]["per_seed"]) == len(wave2.QAT_HELD)
+    assert f"1 gated out: {no_probe}" in md and "### Wave 2, family `qat-phase5`" in md
     assert "passed OPPOSITE to the seed (refuted)" in md
     # a curved law: the INT4 penalty 0.05 higher at the held-out ends (6K, 55K) departs from alpha + beta ln N
     root = tmp_path / "sweeps" / "confirm2" / "qat"
@@ -282,8 +284,10 @@ def test_qat_end_to_end(tmp_path):
             (root / d / "result.json").write_text(json.dumps(r))
     rep, _ = run_analysis([root], "qat", tmp_path / "report2")
     _, h = family(rep, "qat-w2")
-    assert not h["law_rms"]["passed"] and h["law_rms"]["effect"] > wave2.QAT_MARGIN
+    assert not h["law_fit"]["passed"] and abs(h["law_fit"]["effect"]) > wave2.QAT_MARGIN
     assert h["int3_null_sizes"]["passed"] and h["int4_transition"]["opposite"]  # the fit sizes' runs unchanged
+    _, h = family(rep, "qat-phase5")
+    assert not h["law_heldout"]["passed"] and h["law_heldout"]["effect"] == pytest.approx(0.05, abs=0.01)
 
 
 def longctx_world(loss_gain):
