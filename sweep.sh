@@ -659,7 +659,15 @@ post() {
         note "HELMET / RULER inputs: tools/export.py --format hf on every main-recipe model (logits checked)"
         run_pool "$OUT/longctx/logs/export" < <(export_lines longctx) || rc=1
     fi
-    if [[ ${PUBLISH:-0} == 1 && $rc == 0 ]]; then  # the same analysis, written by analyze.py into RESULTS/STUDY
+    local publish=${PUBLISH:-0}
+    if [[ $CONFIRM != 0 && $publish == 1 ]]; then  # a confirmatory family is published whole, never on part of its runs
+        passes
+        if (( ${#FIRST[@]} + ${#SECOND[@]} )); then
+            note "not published: $(( ${#FIRST[@]} + ${#SECOND[@]} )) of the ${#GRID[@]} jobs still to run (rerun to finish)"
+            publish=0
+        fi
+    fi
+    if [[ $publish == 1 && $rc == 0 ]]; then  # the same analysis, written by analyze.py into RESULTS/STUDY
         note "publishing: $PY analyze.py ${folders[*]} ${flags[*]} --out $RESULTS/$study${RESULTS_SUB:-}"
         $PY analyze.py "${folders[@]}" "${flags[@]}" --out "$RESULTS/$study${RESULTS_SUB:-}" || rc=$?  # the later --out wins
     fi

@@ -542,3 +542,12 @@ def test_the_wave2_sweep_records_its_wall_over_sittings(env):
     assert w2["sittings"] == 2 and w2["seconds"] > w["seconds"] and done() == total
     p = sweep(env, "--dry-run", study, CONFIRM="2")
     assert p.stdout == "" and f"{total} finished, 0 to run" in p.stderr
+
+
+def test_a_wave_is_not_published_on_part_of_its_runs(env, tmp_path):
+    """PUBLISH=1 with jobs of the wave left to run (a stopped sitting) writes nothing into RESULTS: a family is
+    never decided on part of its seeds; --post publishes once every job is done."""
+    results = tmp_path / "results"
+    p = subprocess.run(["bash", SWEEP, "--post", "posenc"], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                       env={**env, "CONFIRM": "2", "PUBLISH": "1", "RESULTS": str(results)})
+    assert "not published:" in p.stderr and not (results / "posenc" / "confirm2").exists()
