@@ -76,8 +76,11 @@ def without_generated(text):
 def test_every_number_of_the_writeup_is_in_its_analysis(study):
     text, report = read(study)
     text = without_generated(text)
-    conf = os.path.join(ROOT, study, "confirm", "analysis.json")  # the confirmatory runs' analysis, once run
-    numbers = json_numbers(report, json_numbers(json.load(open(conf)), []) if os.path.isfile(conf) else [])
+    numbers = []
+    for sub in ("confirm", "confirm2"):  # the confirmatory waves' analyses, once run
+        conf = os.path.join(ROOT, study, sub, "analysis.json")
+        numbers = json_numbers(json.load(open(conf)), numbers) if os.path.isfile(conf) else numbers
+    numbers = json_numbers(report, numbers)
     bad = unexplained(KEPT.sub("", text), numbers)
     assert not bad, f"results/{study}/README.md: numbers in no analysis.json key nor a not-regenerated block: {bad}"
 
@@ -182,13 +185,17 @@ def unbacked_verdicts(text, passed):
 def passed_members(report, study=None):
     """(p_holm, is_equivalence) of the passed hypotheses of a study's families, its confirmatory family
     (results/STUDY/confirm/analysis.json, once run) included."""
-    reports = [report]
+    reports, wave2 = [report], []
     conf = os.path.join(ROOT, study, "confirm", "analysis.json") if study else None
     if conf and os.path.isfile(conf):
         with open(conf) as fh:
             reports.append(json.load(fh))
-    return [(h["p_holm"], h.get("margin") is not None) for rep in reports for _, fam in families_of(rep)
-            for h in fam["hypotheses"] if h.get("passed")]
+    conf2 = os.path.join(ROOT, study, "confirm2", "analysis.json") if study else None
+    if conf2 and os.path.isfile(conf2):  # the second wave's families
+        with open(conf2) as fh:
+            wave2 = list(((json.load(fh).get("confirmatory") or {}).get("families") or {}).values())
+    fams = [fam for rep in reports for _, fam in families_of(rep)] + wave2
+    return [(h["p_holm"], h.get("margin") is not None) for fam in fams for h in fam["hypotheses"] if h.get("passed")]
 
 
 def families_of(report):
@@ -234,7 +241,7 @@ FRONT = os.path.join(ROOT, "..", "README.md")
 STATUS = os.path.join(ROOT, "..", "docs", "status.md")
 # every <!-- NAME ... --> ... <!-- /NAME --> section a script writes (verdicts, confirmatory, confirmatory
 # verdicts, claims ledger); the hand-written not-regenerated blocks stay in
-GENERATED = re.compile(r"<!-- ((?!not regenerated)[a-z][a-z ]*?)(?::[^>]*)? -->.*?<!-- /\1 -->", re.S)
+GENERATED = re.compile(r"<!-- ((?!not regenerated)[a-z][a-z0-9 ]*?)(?::[^>]*)? -->.*?<!-- /\1 -->", re.S)
 
 
 def read_page(path):
