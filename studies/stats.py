@@ -113,10 +113,7 @@ def seeds_needed(sd, effect, level=BETTER_LEVEL, power=0.8, max_n=1000):
     min_detectable_effect is <= |effect|; None when max_n seeds are not enough or sd is missing."""
     if sd is None or not sd > 0 or not effect:
         return None
-    for n in range(MIN_SEEDS, max_n + 1):
-        if min_detectable_effect(sd, n, level, power) <= abs(effect):
-            return n
-    return None
+    return _first_n(lambda n: (min_detectable_effect(sd, n, level, power) or math.inf) <= abs(effect), max_n)
 
 
 # A study's family: the hypotheses its write-up decides, each a dict with claim, test, n, effect,
@@ -384,7 +381,15 @@ def tost_power(sd, n, margin, level=BETTER_LEVEL, true_diff=0.0):
 
 
 def _first_n(ok, max_n=1000):
-    return next((n for n in range(MIN_SEEDS, max_n + 1) if ok(n)), None)
+    """The smallest n in [MIN_SEEDS, max_n] with ok(n), None when there is none; ok is monotone in n (power
+    and detectable effects only improve with seeds), so a bisection finds the same n a scan would."""
+    lo, hi = MIN_SEEDS, max_n
+    if not ok(hi):
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if ok(mid) else (mid + 1, hi)
+    return lo
 
 
 def plan_row(h, level, seeds=None, effect=None, power=0.8, conf=PLAN_CONF):
