@@ -516,7 +516,7 @@ def test_the_wave2_sweep_records_its_wall_over_sittings(env):
             return json.load(open(wall))
         except (OSError, ValueError):
             return None
-    p = subprocess.Popen(["bash", SWEEP, study], env={**env, "CONFIRM": "2", "STUB_SLEEP": "0.3"}, cwd=ROOT,
+    p = subprocess.Popen(["bash", SWEEP, study], env={**env, "CONFIRM": "2", "STUB_SLEEP": "0.3", "JOBS": "8"}, cwd=ROOT,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 90
     while time.time() < deadline and not ((read() or {}).get("seconds", 0) >= 1 and done() >= 2):
@@ -532,10 +532,10 @@ def test_the_wave2_sweep_records_its_wall_over_sittings(env):
         last = now
         time.sleep(0.5)
     w = read()
-    assert w is not None and w["sittings"] == 1 and w["seconds"] > 0 and w["jobs"] == 2
+    assert w is not None and w["sittings"] == 1 and w["seconds"] > 0 and w["jobs"] == 8
     first = done()
     assert 2 <= first < total
-    p = sweep(env, study, CONFIRM="2", STUB_SLEEP="0.05", timeout=240)
+    p = sweep(env, study, CONFIRM="2", STUB_SLEEP="0.05", JOBS="8", timeout=240)
     assert p.returncode == 0, p.stderr
     assert f"{first} already finished, {total - first} to run" in p.stderr
     w2 = read()
