@@ -36,7 +36,7 @@ from collections import defaultdict
 from cli import OneLineParser, UserError, atomic_write, clean, finite_float
 from studies.stats import power_plan
 from studies.common import f, families, lineage_root, load_runs, run_kind, table, warn, with_verdicts
-from studies import wave2
+from studies import rung, wave2
 from studies.confirm import (CONFIRM, check_confirm_runs, check_wave_runs, plan_md, confirm_md, confirm_wall, confirmatory_family,
                              with_confirmatory, with_front)
 from studies.qat import REF_WARMDOWN, qat_decide, qat_markdown, qat_plots, qat_study, records
@@ -187,6 +187,13 @@ def write_verdicts(folder, report):
         if study == "posenc" and "lengen" not in pilot:
             pilot = pilot_report(folder, study)
         text = wave2.with_section(text, study, conf2, pilot) or text
+    if study in rung.RUNS:  # the larger rung's section: its declaration and plan, then DIR/rung1's families
+        from studies import ledger
+        conf3 = None
+        if os.path.isfile(os.path.join(folder, rung.NAME, "analysis.json")):
+            conf3 = read_analysis(os.path.join(folder, rung.NAME), "--verdicts")
+        tiny = ledger.load_families(os.path.dirname(os.path.normpath(folder)))
+        text = rung.with_section(text, study, conf3, tiny) or text
     atomic_write(path, text)
     return True
 
@@ -295,7 +302,7 @@ def confirm_study(folder, study):
     """The confirmatory study a folder's analysis belongs to: --study (its first name), else the folder's name
     (results/qat-probes)."""
     name = (study or "").split(",")[0] or os.path.basename(os.path.normpath(folder))
-    if name not in CONFIRM and name not in wave2.RUNS:
+    if name not in CONFIRM and name not in wave2.RUNS and name not in rung.RUNS:
         raise UserError(f"--confirm: no confirmatory family for {name!r} (give --study, one of: {', '.join(CONFIRM)})")
     return name
 
@@ -319,6 +326,18 @@ def power_wave2(folder, study=None):
     if report is None:
         return 2
     print("\n".join([f"## Wave-2 plan: {name}", ""] + wave2.plan_md(name, report)))
+    return 0
+
+
+def power_rung(folder, study=None):
+    """analyze.py --power results/STUDY --confirm --wave 3: the rung's seeds, planned on the tiny families'
+    stored per-seed values (results/*/confirm*/analysis.json beside DIR)."""
+    from studies import ledger
+    name = confirm_study(folder, study)
+    if name not in rung.RUNS:
+        raise UserError(f"--wave 3: no rung sweep for {name!r} (one of: {', '.join(rung.RUNS)})")
+    fams = ledger.load_families(os.path.dirname(os.path.normpath(folder)))
+    print("\n".join([f"## Rung plan: {name}", ""] + rung.plan_md(name, fams)))
     return 0
 
 
@@ -372,6 +391,7 @@ def write_ledger(readme, results="results", no_plots=False):
     try:
         if not no_plots:
             led["plot"] = ledger.forest(led, os.path.join(results, "ledger_forest.png"))
+            led["sizes_plot"] = ledger.sizes_plot(led, os.path.join(results, "ledger_sizes.png"))
         atomic_write(os.path.join(results, "ledger.json"), json.dumps(clean(led), indent=1, allow_nan=False) + "\n")
         atomic_write(os.path.join(results, "ledger.md"), "\n".join(ledger.full_md(led)) + "\n")
         atomic_write(readme, text)
@@ -420,8 +440,9 @@ def main(argv=None):
                     help="lengen, posenc: smallest mean gain (or loss) of exact match past N against RoPE "
                          "that counts as better (worse), with the paired t test over >= 3 seeds at p < 0.05")
     ap.add_bool("--no_plots", False, "skip the PNG plots")
-    ap.add_argument("--wave", type=int, default=1, choices=(1, 2),
-                    help="--confirm: which confirmatory wave (1: studies/confirm.py; 2: studies/wave2.py)")
+    ap.add_argument("--wave", type=int, default=1, choices=(1, 2, 3),
+                    help="--confirm: which confirmatory wave (1: studies/confirm.py; 2: studies/wave2.py; "
+                         "3: the larger rung, studies/rung.py)")
     ap.add_bool("--confirm", False, "with runs: also decide the study's declared confirmatory family "
                 "(studies/confirm.py; --study names it) on them; with --power DIR: plan its seeds on DIR's pilot")
     args = ap.parse_args(argv)
@@ -444,6 +465,8 @@ def main(argv=None):
         try:
             if args.confirm and args.wave == 2:
                 return power_wave2(args.power, args.study)
+            if args.confirm and args.wave == 3:
+                return power_rung(args.power, args.study)
             return power_confirm(args.power, args.study) if args.confirm else power(args.power, args.seeds, args.effect)
         except UserError as e:
             warn(str(e))
@@ -462,7 +485,15 @@ def main(argv=None):
         return 2
     try:
         rep, lines, figs = analyse(runs, args)
-        if args.confirm and args.wave == 2:  # the wave's families of this run-study (studies/wave2.py)
+        if args.confirm and args.wave == 3:  # the larger rung's families of this run-study (studies/rung.py)
+            name = confirm_study(args.folders[0], args.study)
+            if name not in rung.RUNS:
+                raise UserError(f"--wave 3: no rung sweep for {name!r} (one of: {', '.join(rung.RUNS)})")
+            fams = {k: rung.decide(k, rep) for k in rung.families_of(name)}
+            rep["confirmatory"] = {"wave": 3, "rung": rung.NAME, "size": rung.RUNS[name]["size"], "families": fams,
+                                   "wall": confirm_wall(args.folders), **check_wave_runs(name, runs, rung.seeds(name))}
+            lines[2:2] = rung.families_md(fams)
+        elif args.confirm and args.wave == 2:  # the wave's families of this run-study (studies/wave2.py)
             name = confirm_study(args.folders[0], args.study)
             if name not in wave2.RUNS:
                 raise UserError(f"--wave 2: no wave-2 sweep for {name!r} (one of: {', '.join(wave2.RUNS)})")

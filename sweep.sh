@@ -9,7 +9,8 @@
 #   bash sweep.sh --post STUDY         only the after-sweep steps (grid-distance probe for qat, analyze.py;
 #                                      SCALE=paper longctx: tools/export.py --format hf of the main-recipe models)
 #
-# Studies: qat, qat-probes, longctx, posenc, lengen (grids: the grid_* functions below).
+# Studies: qat, qat-probes, longctx, posenc, lengen (grids: the grid_* functions below); rung1, the larger rung
+# (studies/rung.py): every run-study's rerun at a larger size in one sweep (CONFIRM=3, implied).
 # Environment:
 #   SCALE=tiny|paper  tiny (default) fits a 2-core CPU (qat: 99 runs, 13 min on 2 idle cores); paper = the seeds' grids
 #   CONFIRM=1         tiny only: the study's confirmatory design (studies/confirm.py): only the cells its declared
@@ -17,6 +18,8 @@
 #                     analyze.py --confirm decides the family; PUBLISH=1 writes it into RESULTS/STUDY/confirm
 #   CONFIRM=2         the second wave (studies/wave2.py): qat, longctx, lengen, posenc; runs under
 #                     runs/confirm2/STUDY (OUT/confirm2 when OUT is set), analysis in RESULTS/STUDY/confirm2
+#   CONFIRM=3         the larger rung, only as `bash sweep.sh rung1`: runs under runs/rung1/{qat,qat-probes,lengen,
+#                     posenc} (one wall: runs/rung1/wall.json), analyses in RESULTS/STUDY/rung1
 #   OUT=out/sweeps    output root; run folders are OUT/STUDY/RUN_NAME, logs OUT/STUDY/logs/ (relative
 #                     paths are relative to this folder: commands run from the repository root)
 #   JOBS=N            parallel jobs (default: GPUs in GPUS x JOBS_PER_GPU, else CPU cores for tiny, else 1)
@@ -71,13 +74,14 @@ export LC_ALL=C   # printf %g must print 0.33, not 0,33
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cd "$HERE" || exit 2
-STUDIES="qat qat-probes longctx posenc lengen"
+STUDIES="qat qat-probes longctx posenc lengen rung1"  # rung1: the larger rung (CONFIRM=3)
 SCALE=${SCALE:-tiny}
 REHEARSE=${REHEARSE:-0}  # 1: the paper grid's rehearsal on CPU (the Rehearsal block below)
 [[ $REHEARSE == 1 ]] && OUT=${OUT:-out/rehearse}
 OUT_SET=${OUT:+1}
 OUT=${OUT:-out/sweeps}
 CONFIRM=${CONFIRM:-0}
+for a_ in "$@"; do [[ $a_ == rung1 ]] && CONFIRM=${CONFIRM/#0/3}; done  # the rung's one command: bash sweep.sh rung1
 PY=${PYTHON:-python}
 DATA=${DATA:-}
 EXTRA=${EXTRA:-}
@@ -109,7 +113,10 @@ case $CONFIRM in
        # sitting's finished jobs can be committed and the next sitting, even on a fresh clone, resumes them
        [[ -z $OUT_SET ]] && OUT=runs
        OUT=$OUT/confirm2; RESULTS_SUB=/confirm2 ;;
-    *) die "CONFIRM must be 0, 1 or 2, got '$CONFIRM'" ;;
+    3) [[ $SCALE == tiny && $REHEARSE == 0 ]] || die "CONFIRM=3 is the larger rung (bash sweep.sh rung1): SCALE=tiny, REHEARSE=0"
+       [[ -z $OUT_SET ]] && OUT=runs  # as wave 2: the records in git, resumable on a fresh clone
+       OUT=$OUT/rung1; RESULTS_SUB=/rung1 ;;
+    *) die "CONFIRM must be 0, 1, 2 or 3, got '$CONFIRM'" ;;
 esac
 case $REHEARSE in
     0) ;;
@@ -428,6 +435,7 @@ grid_posenc() {
         ablate="chunk-linear:$chunk --chunk_encoder linear|chunk-fused:$chunk --chunk_bypass false|chunk-dense:$chunk --chunk_dense_train true"
         [[ $CONFIRM == 1 ]] && { seeds=${CONFIRM_SEEDS[posenc]}; ablate=""; }  # RoPE, SWAN, chunk only (below)
         [[ $CONFIRM == 2 ]] && seeds=${CONFIRM_SEEDS[posenc]}  # the wave-2 cells: W2_TEXT, W2_PASSKEY below
+        [[ $CONFIRM == 3 ]] && { seeds=${CONFIRM_SEEDS[posenc]}; size=$RUNG_LONG; }  # the rung: W3_TEXT, W3_PASSKEY
     else
         # 10 seeds: 3 cannot decide under Holm over the pilot's family; what 10 detect, planned on the upper
         # bound of the pilot's sds: python analyze.py --power results/posenc --seeds 10 (results/posenc/README.md)
@@ -447,14 +455,16 @@ grid_posenc() {
         label=${v%%:*}; flags=${v#*:}; ev=""
         [[ $CONFIRM == 1 && " rope swan chunk " != *" $label "* ]] && continue
         [[ $CONFIRM == 2 && " $W2_TEXT $W2_PASSKEY " != *" $label "* ]] && continue
+        [[ $CONFIRM == 3 && " $W3_TEXT $W3_PASSKEY " != *" $label "* ]] && continue
         [[ $label == swan ]] && ev=" --logn"
         for seed in $seeds; do
             run=$d/${size}_${label}_ctx${block}_s${seed}
-            [[ $CONFIRM != 2 || " $W2_TEXT " == *" $label "* ]] &&
+            [[ ( $CONFIRM != 2 || " $W2_TEXT " == *" $label "* ) && ( $CONFIRM != 3 || " $W3_TEXT " == *" $label "* ) ]] &&
             emit "$PY train.py --size $size $flags --block_size $block $base --seed $seed $TRAIN_FLAGS --out_dir $run" \
                  "&& $PY evaluate.py $run --tasks $tasks --lengths $lengths$quick$ev --quiet"
             [[ -z $task ]] && continue
             [[ $CONFIRM == 2 && " $W2_PASSKEY " != *" $label "* ]] && continue
+            [[ $CONFIRM == 3 && " $W3_PASSKEY " != *" $label "* ]] && continue
             run=$d/${size}_${label}_passkey_ctx${block}_s${seed}
             emit "$PY train.py --size $size $flags --block_size $block $task --seed $seed $TRAIN_FLAGS --out_dir $run" \
                  "&& $PY evaluate.py $run --tasks passkey --lengths $lengths --samples $pks --score exact --no_probes$ev --quiet"
@@ -498,6 +508,11 @@ grid_lengen() {
             tasks="copy sort"; seeds=${CONFIRM_SEEDS[lengen]}; th_tasks="copy sort"; th_lens="8 32"; th_depths=recipe
             budgets="1 2"; th_block=128
         fi
+        if [[ $CONFIRM == 3 ]]; then  # the rung (studies/rung.py): wave 2's lengen cells at width 128 (--size 0.5M,
+            # each task's recipe depth), NoPE beside them at N = 16 (the cited NoPE claim, copy and sort)
+            size=$RUNG_LONG; tasks="copy sort"; seeds=${CONFIRM_SEEDS[lengen]}; th_tasks="copy sort"; th_lens="8 32"
+            th_depths=recipe; budgets="1 2"; th_block=128
+        fi
     else
         # 10 seeds: 3 cannot decide under Holm over the pilot's family; what 10 detect, planned on the upper
         # bound of the pilot's sds: python analyze.py --power results/lengen --seeds 10 (results/lengen/README.md)
@@ -515,6 +530,7 @@ grid_lengen() {
             [[ $SCALE == tiny && $t == parity && $label != rope ]] && continue  # not learned by any (README)
             [[ $CONFIRM == 1 && $label != rope && $label != nope ]] && continue
             [[ $CONFIRM == 2 && " $W2_ENCODINGS " != *" $label "* ]] && continue
+            [[ $CONFIRM == 3 && " $W3_ENCODINGS " != *" $label "* ]] && continue
             for seed in $seeds; do
                 run=$d/${size}_${t}_${label}_len${n}_s${seed}
                 emit "$PY train.py --algo $t --algo_len 1,$n --algo_offset $offset --size $size $RECIPE $base $flags" \
@@ -557,6 +573,31 @@ if [[ $CONFIRM != 0 ]]; then for s_ in $STUDIES; do CONFIRM_SEEDS[$s_]=$(wave_se
 W2_ENCODINGS="rope swan hope expe sinusoidal"; W2_TEXT="rope hope expe sinusoidal"
 W2_PASSKEY="rope hope chunk chunk-linear chunk-fused chunk-dense"
 
+# The larger rung (studies/rung.py: sizes, seeds, families; bash sweep.sh rung1): QAT at 0.1M, its probes (AdamW at 0.1M, 3x at 55K), lengen's and posenc's cells at width 128 (--size 0.5M)
+RUNG_QAT=0.1M; RUNG_ADAMW=0.1M; RUNG_LONG_QAT=55K; RUNG_LONG=0.5M
+W3_ENCODINGS="rope nope swan expe sinusoidal"; W3_TEXT="rope swan chunk expe sinusoidal"; W3_PASSKEY="rope swan chunk"
+
+grid_rung_qat() {  # FP16, INT4, INT3 x the three warmdowns at 0.1M (the grid probe on its wd 0.33 FP16 and INT4
+    # runs, in the run's line)
+    local d=$OUT/qat wd seed bits line
+    for seed in ${CONFIRM_SEEDS[qat]}; do
+        for wd in $QAT_WDS; do for bits in 16 4 3; do
+            line=$(qat_run "$d" "$RUNG_QAT" "$bits" "$wd" 1 "$seed")
+            [[ $wd == "$QAT_REF" && $bits != 3 ]] &&
+                line+=" && $PY evaluate.py ${line##*--out_dir } --tasks grid --ckpt warmdown --grid_bits 4 --out ${line##*--out_dir }/grid.json --quiet"
+            echo "$line"
+        done; done
+    done
+}
+
+grid_rung_qat_probes() {  # wave 1's probes at the rung: AdamW at 0.1M, 3x the steps at 55K; FP16 and INT3
+    local d=$OUT/qat-probes wd seed bits
+    for seed in ${CONFIRM_SEEDS[qat-probes]}; do for wd in $QAT_WDS; do for bits in 16 3; do
+        qat_run "$d" "$RUNG_ADAMW" "$bits" "$wd" 1 "$seed" --optimizer adamw
+        qat_run "$d" "$RUNG_LONG_QAT" "$bits" "$wd" 1 "$seed" --long 3
+    done; done; done
+}
+
 grid_confirm_qat() {  # INT4 and FP16 at 39K, every warmdown: the seed's null and INT4's wd 0.33 there
     local d=$OUT/qat wd seed bits
     for seed in ${CONFIRM_SEEDS[qat]}; do for wd in $QAT_WDS; do for bits in 16 4; do
@@ -590,6 +631,10 @@ grid_confirm2_qat() {  # the null at every size for INT4 and INT3, the transitio
 }
 
 grid() {
+    if [[ $CONFIRM == 3 ]]; then  # the rung: every run-study in one sweep, in the claims ledger's order
+        qat_axes; grid_rung_qat; grid_rung_qat_probes; grid_lengen; grid_posenc
+        return
+    fi
     if [[ $CONFIRM == 2 ]]; then
         case $1 in
             qat) qat_axes; grid_confirm2_qat;;
@@ -631,7 +676,11 @@ probe_lines() {  # weight-to-grid distance on the INT6 grid (tiny: INT4, its gri
 }
 
 post() {
-    local study=$1 rc=0
+    local study=$1 rc=0 sub
+    if [[ $study == rung1 ]]; then  # each run-study of the rung analysed (and published) on its own
+        for sub in qat qat-probes lengen posenc; do post "$sub" || rc=1; done
+        return $rc
+    fi
     if [[ $study == qat && $CONFIRM == 0 ]]; then
         note "grid-distance probe (evaluate.py --tasks grid) on the warmdown checkpoints"
         if [[ $REHEARSE == 1 ]]; then rehearse_pool "$OUT/qat/logs/probe" probe < <(probe_lines)
@@ -645,12 +694,13 @@ post() {
         [[ $study == qat-probes && -d $OUT/qat && $CONFIRM == 0 ]] && folders=("$OUT/qat" "$OUT/qat-probes")
         local fit=${QAT_SIZES// /,}
         [[ $CONFIRM == 1 ]] && fit=$( [[ $study == qat ]] && echo 39K || echo 14K,25K )  # the confirm cells' sizes
+        [[ $CONFIRM == 3 ]] && fit=$( [[ $study == qat ]] && echo $RUNG_QAT || echo $RUNG_LONG_QAT,$RUNG_ADAMW )
         [[ $REHEARSE == 1 ]] && fit=$(rehearse_sizes "$fit")  # its runs' size names carry the shrunk width
         flags+=(--fit_sizes "$fit" --out "$OUT/$study")
     fi
     [[ $CONFIRM == 1 ]] && flags+=(--confirm)  # the declared family (studies/confirm.py), decided on these runs
-    if [[ $CONFIRM == 2 ]]; then  # the wave's families (studies/wave2.py); posenc's read lengen's task runs too
-        flags+=(--confirm --wave 2)
+    if [[ $CONFIRM == 2 || $CONFIRM == 3 ]]; then  # the wave's families (studies/wave2.py, rung.py); posenc's
+        flags+=(--confirm --wave "$CONFIRM")     # read lengen's task runs too
         if [[ $study == posenc && -d $OUT/lengen ]]; then folders+=("$OUT/lengen"); flags=("${flags[@]/#posenc/posenc,lengen}"); fi
     fi
     note "analysis: $PY analyze.py ${folders[*]} ${flags[*]}"
@@ -699,6 +749,8 @@ while (( $# )); do
 done
 [[ -n ${study:-} ]] || { usage >&2; exit 2; }
 [[ " $STUDIES " == *" $study "* ]] || die "unknown study '$study' (choose from: $STUDIES)"
+[[ $study == rung1 && $CONFIRM != 3 ]] && die "rung1 is the larger rung's sweep (CONFIRM=3, or unset), not CONFIRM=$CONFIRM"
+[[ $CONFIRM == 3 && $study != rung1 ]] && die "CONFIRM=3 is the rung's sweep: bash sweep.sh rung1 (not $study)"
 
 NCPU=$(nproc 2>/dev/null || echo 1)
 [[ ${JOBS_PER_GPU:-1} =~ ^[1-9][0-9]*$ ]] || die "JOBS_PER_GPU must be a positive integer, got '$JOBS_PER_GPU'"
@@ -774,6 +826,7 @@ case $mode in
         if [[ $CONFIRM != 0 ]] && (( ${#todo[@]} )); then  # the write-up's measured wall, summed over sittings and
             # written as each job ends (wall_tick, from run_pool): a sitting killed outright keeps what it measured
             WALL=$OUT/$study/wall.json; mkdir -p "$OUT/$study"
+            [[ $study == rung1 ]] && WALL=$OUT/wall.json  # the rung's one wall, beside its run-studies' folders
             read -r WALL_BASE WALL_SITS < <(sed -n 's/.*"seconds": *\([0-9]*\).*"sittings": *\([0-9]*\).*/\1 \2/p' "$WALL" 2>/dev/null || true)
             WALL_BASE=${WALL_BASE:-0}; WALL_SITS=$(( ${WALL_SITS:-0} + 1 )); WALL_START=$start
             wall_tick() {

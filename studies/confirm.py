@@ -482,7 +482,8 @@ def with_confirmatory(readme, study, confirm_report=None, wall=None, pilot=None)
 def confirm_wall(folders):
     """The measured wall time of the confirm sweep (sweep.sh writes OUT/confirm/STUDY/wall.json: seconds
     summed over its sittings, and how many): {seconds, sittings, text}, or None."""
-    for d in folders:
+    # the larger rung's one sweep keeps one wall beside its run-studies' folders (runs/rung1/wall.json)
+    for d in list(folders) + [os.path.dirname(os.path.normpath(d)) for d in folders]:
         try:
             with open(os.path.join(d, "wall.json")) as fh:
                 w = json.load(fh)

@@ -32,7 +32,7 @@ def load_families(results):
     (wave 2) analysis.json files."""
     out = {}
     for study in sorted(os.listdir(results)) if os.path.isdir(results) else ():
-        for sub, wave in (("confirm", 1), ("confirm2", 2)):
+        for sub, wave in (("confirm", 1), ("confirm2", 2), ("rung1", 3)):
             path = os.path.join(results, study, sub, "analysis.json")
             if not os.path.isfile(path):
                 continue
@@ -41,7 +41,7 @@ def load_families(results):
             if wave == 1 and conf.get("family"):
                 out[1, conf["family"]["study"]] = conf["family"]
             for name, fam in (conf.get("families") or {}).items():
-                out[2, name] = fam
+                out[wave, name] = fam
     return out
 
 
@@ -85,11 +85,48 @@ def claim_row(c, fams):
     if c.get("untestable") and not tests:
         status = "not tested" if c["untestable"].startswith(NOT_TESTED) else "untestable"
     else:
-        done = [t["status"] for t in tests if t["status"] != "pending"]
-        status = ("refuted" if "refuted" in done else "pending" if pending else
-                  "undecided" if "undecided" in done else "confirmed")
+        status = combined([t["status"] for t in tests])
     return {**{k: c.get(k) for k in ("id", "paper", "quote", "tiny", "untestable", "prior_work", "cited",
-                                      "paraphrase")}, "status": status, "pending_tests": pending, "tests": tests}
+                                      "paraphrase")}, "status": status, "pending_tests": pending, "tests": tests,
+            "rung": rung_row(c, tests, fams)}
+
+
+def combined(statuses):
+    """A claim's status from its tests' (the rule above)."""
+    done = [s for s in statuses if s != "pending"]
+    return ("refuted" if "refuted" in done else "pending" if len(done) < len(statuses) else
+            "undecided" if "undecided" in done else "confirmed")
+
+
+def rung_row(c, tests, fams):
+    """The claim at the larger rung (studies/rung.py): each tiny test's rerun (its rung verdict, effect, and the
+    comparison across sizes), the claim's rung status by the same rule, and holds / weakens / flips; or why it
+    has no rung (skipped, or not decided at the tiny size)."""
+    from studies import rung
+    index = rung.mirrors()
+    rows = []
+    for t in tests:
+        key = (t["wave"], t["family"], t["id"])
+        if key not in index:
+            continue
+        name, hid = index[key]
+        h = find(fams, 3, name, hid)
+        a = rung.across(find(fams, t["wave"], t["family"], t["id"]), h)
+        rows.append({"tiny": list(key), "family": name, "id": hid, "status": hypothesis_status(h)[0],
+                     "words": hypothesis_status(h)[1], "effect": (h or {}).get("effect"), "ci": (h or {}).get("ci"),
+                     "n": (h or {}).get("n"), "p_holm": (h or {}).get("p_holm"), "margin": (h or {}).get("margin"),
+                     "declared": (h or {}).get("declared"), "sd": (h or {}).get("sd"),
+                     "size": rung.RUNS[rung.FAMILIES[name]["runs"]]["size"], "across": a})
+    if not rows:
+        why = rung.skipped(combined([t["status"] for t in tests]), [(t["wave"], t["family"], t["id"]) for t in tests]) if tests else None
+        return {"status": None, "why": why or ("no test at the tiny size" if not tests else "not in the rung"),
+                "tests": []}
+    st = combined([r["status"] for r in rows])
+    missing = [f"w{t['wave']} {t['family']}/{t['id']}" for t in tests if (t["wave"], t["family"], t["id"]) not in index]
+    tiny = combined([t["status"] for t in tests])
+    return {"status": st, "verdict": rung.verdict(tiny, st), "tests": rows,
+            "not_rerun": missing, "why": (f"not rerun: {', '.join(missing)} ({rung.SKIPPED['parity_scratch_nope']})"
+                                          if missing else None)}
 
 
 def walls(results):
@@ -169,6 +206,32 @@ def front_md(led):
          f"- Untestable here: {by('untestable')}; not tested yet: {by('not tested')}.", "",
          waves_line(led), "",
          "![Each tested claim's effect and interval, in the seed's direction](results/ledger_forest.png)", ""]
+    L += rung_md(led)
+    return L
+
+
+RUNG_VERDICTS = ("holds", "weakens", "flips", "pending")
+
+
+def rung_md(led):
+    """The front page's lines on the larger rung: which decided claims hold, weaken or flip there; which were
+    skipped and why; the plot of effect against size."""
+    from studies import rung
+    rows = [r for r in led["rows"] if r["status"] in ("confirmed", "refuted")]
+    by = lambda v: ", ".join(r["id"] for r in rows if (r["rung"].get("verdict") or "").split(" ")[0] == v) or "none"
+    skipped = [r for r in rows if r["rung"]["status"] is None]
+    sizes = ", ".join(f"{k} {v['size']}" for k, v in rung.RUNS.items())
+    L = [f"**At a larger size** (the rung, `bash sweep.sh rung1`: {sizes}; studies/rung.py), the claims decided at "
+         "the tiny size:", "",
+         f"- Hold (the same verdict): {by('holds')}.",
+         f"- Weaken (undecided at the larger size): {by('weakens')}.",
+         f"- Flip (confirmed at one size, refuted at the other): {by('flips')}.",
+         f"- Pending (the rung's runs not finished): {by('pending')}.",
+         "- Skipped: " + ("; ".join(f"{r['id']} ({r['rung']['why']})" for r in skipped) or "none") + ".", "",
+         "Each claim's effect at both sizes, with the difference and its interval: the rung column of "
+         "[results/ledger.md](results/ledger.md).", "",
+         "![Each claim's effect against model size (log axis), the seeds' sizes marked where their documents state "
+         "them](results/ledger_sizes.png)", ""]
     return L
 
 
@@ -182,12 +245,101 @@ def full_md(led):
             f"w{t['wave']} {t['family']}/{t['id']}: {t['words']}"
             + (f", {ci(t['effect'], *(t['ci'] or (None, None)), '+.3g')}, Holm p {f(t['p_holm'], '.2g')}, "
                f"{t['n']} seeds" if t["effect"] is not None else "") for t in r["tests"]) or r["untestable"]
-        rows.append([r["id"], quote(r), r["tiny"], r["status"], tests])
-    L += table(["#", "the seed's words", "in tiny terms", "status", "tests"], rows) + [""]
+        rows.append([r["id"], quote(r), r["tiny"], r["status"], tests, rung_cell(r)])
+    L += table(["#", "the seed's words", "in tiny terms", "status", "tests", "larger rung (studies/rung.py)"], rows) + [""]
     L += ["## Sentences left out, and why", ""]
     L += table(["paper", "sentence", "why not a result claim"], [[e["paper"], f"\"{e['quote']}\"", e["why"]]
                                                                 for e in led["excluded"]]) + [""]
+    L += ["## `ledger.json`", "", JSON_KEYS, ""]
     return L
+
+
+JSON_KEYS = (
+    "results/ledger.json holds this page as data: `rule`, `statuses` (the two texts above), `n` (seed claims), "
+    "`counts` (claims by status), `cited` (the cited paper's rows), `excluded` (paper, quote, why), `walls` (wave, "
+    "study, wall: seconds, sittings, jobs, text; null until analysed), `plot` and `sizes_plot` (the figures' paths) "
+    "and `rows`, one per claim: `id`, `paper`, `quote`, `tiny`, `status`, `untestable`, `prior_work`, `cited`, "
+    "`paraphrase`, `pending_tests`, `tests` (each: wave, family, id, status, words, effect, ci, n, p_holm, margin, "
+    "declared, sd, mde) and `rung`: the larger rung's `status` (null when the claim has no rung test, with `why`), "
+    "its `verdict` across sizes (holds, weakens, flips, pending), `not_rerun` (tiny tests without a rung test) and "
+    "`tests`, each rung test with `tiny` (the [wave, family, id] it reruns), `family`, `id`, `size`, `status`, "
+    "`words`, `effect`, `ci`, `n`, `p_holm`, `margin`, `declared`, `sd` and `across`: `tiny` and `rung` statuses, "
+    "`diff` (rung minus tiny effect), `diff_ci` (its 95% Welch interval) and `verdict`. Every per-seed value behind "
+    "these is in the analysis.json each test names (results/STUDY/confirm, confirm2, rung1).")
+
+
+def rung_cell(r):
+    """The ledger's rung column: the claim's status at the larger size and its verdict across sizes, each rerun
+    test's effect and the difference from the tiny effect; or why there is none."""
+    g = r["rung"]
+    if g["status"] is None:
+        return "-" if g["why"] == "no test at the tiny size" else f"not run: {g['why']}"
+    parts = [f"**{g['status']}** ({g['verdict']})"]
+    for t in g["tests"]:
+        a = t["across"]
+        parts.append(f"{t['size']} {t['family']}/{t['id']}: {t['words']}"
+                     + (f", {ci(t['effect'], *(t['ci'] or (None, None)), '+.3g')}, Holm p {f(t['p_holm'], '.2g')}, "
+                        f"{t['n']} seeds; rung - tiny {ci(a['diff'], *(a['diff_ci'] or (None, None)), '+.3g')}: "
+                        f"{a['verdict']}" if t["effect"] is not None else ""))
+    if g.get("why"):
+        parts.append(g["why"])
+    return "<br>".join(parts)
+
+
+def sizes_plot(led, path):
+    """Each claim's rerun tests: the effect in the seed's direction against non-embedding parameters (log
+    axis), tiny and rung, with their intervals; differences in units of the tiny sd (left), claimed nulls over
+    their margin (right). The seeds' own sizes are marked where their documents state them (QAT 15M-100M;
+    Cracks 7B); the other seed abstracts state none. The tiny point of a family spanning sizes (the QAT nulls
+    over 14K-39K) sits at its largest size (rung.PARAMS)."""
+    from studies import rung
+    from studies.common import figures
+    pts = {}
+    for r in led["rows"]:
+        for t in r["rung"]["tests"]:
+            key = (t["family"], t["id"])
+            tiny = next((x for x in r["tests"] if [x["wave"], x["family"], x["id"]] == t["tiny"]), None)
+            if tiny is None or tiny["effect"] is None:
+                continue
+            pts.setdefault(key, {"claims": [], "tiny": tiny, "rung": t, "paper": r["paper"]})["claims"].append(r["id"])
+    if not pts:
+        return None
+    fig, axes = figures(2, 6, 4)
+    for ax, equiv in ((axes[0][0], False), (axes[0][1], True)):
+        sel = [(k, v) for k, v in pts.items() if (v["tiny"]["margin"] is not None) == equiv and (equiv or v["tiny"]["sd"])]
+        for i, (k, v) in enumerate(sel):
+            runs = rung.FAMILIES[k[0]]["runs"]
+            scale = v["tiny"]["margin"] if equiv else v["tiny"]["sd"] / (v["tiny"]["declared"] or 1)
+            xs, ys, lo, hi, cols = [], [], [], [], []
+            for which, t in (("tiny", v["tiny"]), ("rung", v["rung"])):
+                if t["effect"] is None or not t["ci"]:
+                    continue
+                xs.append(rung.PARAMS[runs][which] * (1 + 0.04 * i))
+                ys.append(t["effect"] / scale)
+                lo.append(min(t["ci"]) / scale if scale > 0 else max(t["ci"]) / scale)
+                hi.append(max(t["ci"]) / scale if scale > 0 else min(t["ci"]) / scale)
+                cols.append(COLOURS.get(t["status"], "k"))
+            ax.plot(xs, ys, "-", color="0.6", lw=0.8)
+            for x, y, a, b, c in zip(xs, ys, lo, hi, cols):
+                ax.plot([x, x], [a, b], color=c, lw=1.5)
+                ax.plot([x], [y], "o", color=c, ms=3)
+            if xs:
+                ax.annotate(f"{k[1]} ({', '.join(v['claims'])})", (xs[-1], ys[-1]), fontsize=5, xytext=(3, 0),
+                            textcoords="offset points")
+        for paper, (a, b) in rung.SEED_SIZES.items():
+            ax.axvspan(a, b * 1.05, color="0.85")
+            ax.text(a, 0.98, f"{paper} seed", transform=ax.get_xaxis_transform(), fontsize=5, va="top")
+        ax.set_xscale("log")
+        ax.axhline(0, color="k", lw=0.8)
+        if equiv:
+            for y in (-1, 1):
+                ax.axhline(y, color="k", lw=0.8, ls=":")
+        ax.set_xlabel("non-embedding parameters", fontsize=7)
+        ax.set_ylabel("claimed null: effect / margin (90% interval)" if equiv else
+                      "effect in the seed's direction / tiny sd (95% interval)", fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    return path
 
 
 def forest(led, path):

@@ -320,9 +320,9 @@ def _penalty(rep, bits, size, wd):
     return {s: q[s] - fp[s] for s in q if s in fp and q[s] is not None and fp[s] is not None}
 
 
-def _null(rep, bits):
+def _null(rep, bits, sizes=None):
     out = {}
-    for size in (QAT_NULL4 if bits == 4 else QAT_FIT):
+    for size in sizes or (QAT_NULL4 if bits == 4 else QAT_FIT):
         ref = _penalty(rep, bits, size, 0.33)
         for wd in (0.1, 0.6):
             p = _penalty(rep, bits, size, wd)
@@ -330,9 +330,8 @@ def _null(rep, bits):
     return {"contrasts": out}
 
 
-def qat_transition(rep):
-    g4 = {s: v for s, v in _gain(rep, 4).items()}
-    g16 = _gain(rep, 16)
+def qat_transition(rep, size="39K"):
+    g4, g16 = _gain(rep, 4, size), _gain(rep, 16, size)
     return {"per_seed": {s: g4[s] - g16[s] for s in g4 if s in g16}}
 
 
@@ -367,9 +366,9 @@ def qat_law_heldout(rep):
     return _law_departures(rep, QAT_FIT, QAT_HELD)
 
 
-def grid_ratio(rep):
+def grid_ratio(rep, size="39K"):
     rows = [r for r in (rep.get("grid_distance") or {}).get("rows", [])
-            if r.get("key") == "overall" and r.get("size") == "39K" and r.get("bits") == 4 and not r.get("variant")
+            if r.get("key") == "overall" and r.get("size") == size and r.get("bits") == 4 and not r.get("variant")
             and abs(r.get("warmdown", 0) - 0.33) < 1e-9]
     per = rows[0]["per_seed"] if rows else {}
     ok = {s: v for s, v in per.items() if v.get("fp16") and v.get("qat") and 0.2 <= v["fp16"] <= 0.3}
@@ -596,12 +595,13 @@ COMPUTE = {
 # -----------------------------------------------------------------------------
 # Deciding and planning a family (the rule of wave 1: studies/confirm.py)
 
-def hypotheses(name, rep):
-    """A wave-2 family's hypotheses (undecided) from a report: each computed, with its declaration."""
+def hypotheses(name, rep, families=None, compute=None):
+    """A wave-2 family's hypotheses (undecided) from a report: each computed, with its declaration (families,
+    compute: another wave's declarations built by the same rule, the larger rung's)."""
     from studies.stats import equivalence_hypothesis, paired_hypothesis
     out = []
-    for d in FAMILIES[name]["hypotheses"]:
-        v = COMPUTE[d["compute"]](rep)
+    for d in (families or FAMILIES)[name]["hypotheses"]:
+        v = (compute or COMPUTE)[d["compute"]](rep)
         if "contrasts" in v:
             cs = {k: c for k, c in v["contrasts"].items()}
             h = (equivalence_hypothesis(d["claim"], cs, d["margin"]) if cs and all(cs.values()) else
@@ -625,17 +625,17 @@ def hypotheses(name, rep):
     return out
 
 
-def decide(name, rep):
+def decide(name, rep, families=None, compute=None, wave=WAVE):
     """The family decided: Holm within it; passed only in the declared direction; 'opposite' marks a pass the
     other way (refuted)."""
     from studies.stats import decide_family
-    fam = decide_family(hypotheses(name, rep))
+    fam = decide_family(hypotheses(name, rep, families, compute))
     for h in fam["hypotheses"]:
         sign = 0 if h["effect"] is None else (1 if h["effect"] > 0 else -1)
         h["opposite"] = bool(h["passed"] and h["declared"] and sign != h["declared"])
         h["passed"] = bool(h["passed"] and not h["opposite"])
-    fam["family"], fam["wave"] = name, WAVE
-    fam["declaration"] = {k: v for k, v in FAMILIES[name].items() if k != "hypotheses"}
+    fam["family"], fam["wave"] = name, wave
+    fam["declaration"] = {k: v for k, v in (families or FAMILIES)[name].items() if k != "hypotheses"}
     if name == "cracks":  # the declared gate: the family is read only when the extension extends
         fam["gate"] = extends_gate(rep)
         if not fam["gate"]["passed"]:
@@ -698,14 +698,19 @@ def declaration_md(study):
          "Rule: Holm within each family, adjusted p < 0.05 in the declared direction; a claimed null passes as "
          "equivalent when its TOST does; a pass against the declared direction is refuted.", ""]
     for name in families_of(study):
-        fam = FAMILIES[name]
-        L += [f"**Family `{name}`** ({fam['seed_text']}). Gates: " + "; ".join(fam["gates"])
-              + f". A seed that fails: {fam['failure_rule']}.", ""]
-        rows = [[h["id"], h["claim"], {1: "+", -1: "-", 0: "equivalence"}[h["direction"]],
-                 f(h["margin"], ".3g") if h["margin"] is not None else "-", h["outcome"], h["error"], h["why"]]
-                for h in fam["hypotheses"]]
-        L += table(["id", "hypothesis", "direction", "margin", "outcome", "error term", "why"], rows) + [""]
+        L += family_md(name, FAMILIES[name])
     return L
+
+
+def family_md(name, fam, last=("error term", "why"), cells=lambda h: [h["error"], h["why"]]):
+    """One declared family: its seed text, gates and failure rule, and a row per hypothesis (its last columns:
+    `last`, filled by `cells`)."""
+    from studies.common import f, table
+    L = [f"**Family `{name}`** ({fam['seed_text']}). Gates: " + "; ".join(fam["gates"])
+         + f". A seed that fails: {fam['failure_rule']}.", ""]
+    rows = [[h["id"], h["claim"], {1: "+", -1: "-", 0: "equivalence"}[h["direction"]],
+             f(h["margin"], ".3g") if h["margin"] is not None else "-", h["outcome"], *cells(h)] for h in fam["hypotheses"]]
+    return L + table(["id", "hypothesis", "direction", "margin", "outcome", *last], rows) + [""]
 
 
 def plan_md(study, pilot):
@@ -737,7 +742,7 @@ def words(h):
     return verdict_words(h)
 
 
-def families_md(fams):
+def families_md(fams, label="Wave 2"):
     from studies.common import ci, f, table
     L = []
     for name, fam in fams.items():
@@ -747,7 +752,7 @@ def families_md(fams):
             gated = f" ({len(h['gated_out'])} gated out: {', '.join(h['gated_out'])})" if h.get("gated_out") else ""
             rows.append([h["id"], h["claim"], f"{h['n']}{gated}", ci(h["effect"], lo, hi, "+.3g"), f(h["p"], ".2g"),
                          f(h["p_holm"], ".2g"), words(h)])
-        L += [f"### Wave 2, family `{name}` ({fam['m']} tests, Holm within them)", ""]
+        L += [f"### {label}, family `{name}` ({fam['m']} tests, Holm within them)", ""]
         L += table(["id", "hypothesis", "seeds", "effect [interval]", "p", "p (Holm)", "verdict"], rows) + [""]
     return L
 

@@ -73,7 +73,7 @@ def test_confirm_is_tiny_only(env):
     p = sweep(env, "--count", "qat", CONFIRM="1", SCALE="paper")
     assert p.returncode == 2 and "CONFIRM=1 is the tiny confirmatory design" in p.stderr
     p = sweep(env, "--count", "qat", CONFIRM="yes")
-    assert p.returncode == 2 and "CONFIRM must be 0, 1 or 2" in p.stderr
+    assert p.returncode == 2 and "CONFIRM must be 0, 1, 2 or 3" in p.stderr
 
 
 def test_the_sweep_records_its_wall_over_sittings(env, tmp_path):

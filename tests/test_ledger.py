@@ -9,7 +9,7 @@ import pytest
 
 import analyze
 from conftest import ROOT
-from studies import claims, confirm, ledger, wave2
+from studies import claims, confirm, ledger, rung, wave2
 
 DECLARED = ({(1, s, h["id"]) for s, c in confirm.CONFIRM.items() for h in c["hypotheses"]}
             | {(2, n, h["id"]) for n, c in wave2.FAMILIES.items() for h in c["hypotheses"]})
@@ -74,6 +74,17 @@ def test_the_writeup_carries_the_generated_wave2_section(study):
     conf = json.load(open(path)) if os.path.isfile(path) else None
     assert wave2.W2_BEGIN in text
     assert wave2.with_section(text, study, conf, pilot) == text, f"run python analyze.py --verdicts results/{study}"
+
+
+@pytest.mark.parametrize("study", list(rung.RUNS))
+def test_the_writeup_carries_the_generated_rung_section(study):
+    with open(os.path.join(ROOT, "results", study, "README.md")) as fh:
+        text = fh.read()
+    path = os.path.join(ROOT, "results", study, rung.NAME, "analysis.json")
+    conf = json.load(open(path)) if os.path.isfile(path) else None
+    tiny = ledger.load_families(os.path.join(ROOT, "results"))
+    assert rung.RUNG_BEGIN in text
+    assert rung.with_section(text, study, conf, tiny) == text, f"run python analyze.py --verdicts results/{study}"
 
 
 def test_ledger_mode_writes_only_with_markers(tmp_path):

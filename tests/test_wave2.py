@@ -240,22 +240,7 @@ def test_qat_end_to_end(tmp_path):
     write_records(lines, {})
     seeds = wave2.seeds("qat")
     no_probe = seeds[-1]
-    for line in lines:
-        for script, a in steps(line):
-            if script != "evaluate.py":
-                continue
-            ec = evaluate.parse_args(a)
-            rec = json.loads(open(os.path.join(ec.run, "result.json")).read())
-            seed, bits = rec["config"]["seed"], rec["model_config"]["bits"]
-            if seed == no_probe and bits == 16:
-                continue
-            d = 0.25 + swing(seed, sd=0.01)
-            if bits == 4:
-                d *= math.exp(0.02 + swing(seed, "qat", sd=0.02))
-            with open(ec.out, "w") as fh:
-                json.dump({"run": ec.run, "tasks_evaluated": ["grid"],
-                           "grid_distance": {"bits": ec.grid_bits, "clip": "absmax", "ckpt": ec.ckpt, "overall": d,
-                                             "per_layer": {"h.0.attn.c_attn.weight": d}}}, fh)
+    write_grid_probes(lines, no_probe)
     rep, md = run_analysis([tmp_path / "sweeps" / "confirm2" / "qat"], "qat", tmp_path / "report")
     assert list(rep["confirmatory"]["families"]) == wave2.families_of("qat") == ["qat-w2", "qat-phase5"]
     assert rep["confirmatory"]["seeds_used"] == seeds
@@ -288,6 +273,27 @@ def test_qat_end_to_end(tmp_path):
     assert h["int3_null_sizes"]["passed"] and h["int4_transition"]["opposite"]  # the fit sizes' runs unchanged
     _, h = family(rep, "qat-phase5")
     assert not h["law_heldout"]["passed"] and h["law_heldout"]["effect"] == pytest.approx(0.05, abs=0.01)
+
+
+def write_grid_probes(lines, no_probe):
+    """A grid.json beside each probed run of the lines (evaluate.py --tasks grid's format): the FP16 weights 0.25
+    of a grid step from it (+-0.01 by seed), INT4-QAT weights ~2% further; no_probe's FP16 probe is missing."""
+    for line in lines:
+        for script, a in steps(line):
+            if script != "evaluate.py":
+                continue
+            ec = evaluate.parse_args(a)
+            rec = json.loads(open(os.path.join(ec.run, "result.json")).read())
+            seed, bits = rec["config"]["seed"], rec["model_config"]["bits"]
+            if seed == no_probe and bits == 16:
+                continue
+            d = 0.25 + swing(seed, sd=0.01)
+            if bits == 4:
+                d *= math.exp(0.02 + swing(seed, "qat", sd=0.02))
+            with open(ec.out, "w") as fh:
+                json.dump({"run": ec.run, "tasks_evaluated": ["grid"],
+                           "grid_distance": {"bits": ec.grid_bits, "clip": "absmax", "ckpt": ec.ckpt, "overall": d,
+                                             "per_layer": {"h.0.attn.c_attn.weight": d}}}, fh)
 
 
 def longctx_world(loss_gain):
@@ -390,17 +396,18 @@ def lengen_world(seeds):
             if enc == "hope" and task == "sort" and seed == seeds[1]:
                 ind = 0.9
         return ind, min(1.0, max(0.0, past + swing(rec["run_name"], sd=0.01)))
+    return task_records(outcome)
 
-    def metrics(rec):
-        return {"val_loss": 0.1, "val_acc": outcome(rec)[0]}
 
+def task_records(outcome):
+    """(metrics, evaluation) of an algorithmic-task world: outcome(rec) -> (exact match on 1..N, past N)."""
     def evaluation(rec, ec):
         ind, past = outcome(rec)
         n, n2, n3 = (int(x) for x in ec.lengths.split(","))
         by = {str(n): {"lo": 1, "hi": n, "exact": ind}, str(n2): {"lo": n + 1, "hi": n2, "exact": past},
               str(n3): {"lo": n2 + 1, "hi": n3, "exact": past}}
         return {"score": past, "tasks": {ec.tasks: {"train_len": [1, n], "by_length": by}}}
-    return metrics, evaluation
+    return (lambda rec: {"val_loss": 0.1, "val_acc": outcome(rec)[0]}), evaluation
 
 
 @pytest.fixture(scope="module")

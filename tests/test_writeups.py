@@ -12,6 +12,7 @@ import pytest
 from studies.common import VERDICTS_BEGIN, VERDICTS_END, with_verdicts
 from studies.confirm import CONFIRM_BEGIN, CONFIRM_END, FRONT_BEGIN, FRONT_END
 from studies.ledger import LEDGER_BEGIN, LEDGER_END
+from studies.rung import NAME as RUNG, RUNG_BEGIN, RUNG_END
 from studies.wave2 import W2_BEGIN, W2_END
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "results")
@@ -65,7 +66,7 @@ def read(study):
 def without_generated(text):
     """text less its generated sections (the verdicts, checked below; the confirmatory ones, by test_confirm.py)."""
     for begin, end in ((VERDICTS_BEGIN, VERDICTS_END), (CONFIRM_BEGIN, CONFIRM_END), (FRONT_BEGIN, FRONT_END),
-                       (W2_BEGIN, W2_END), (LEDGER_BEGIN, LEDGER_END)):
+                       (W2_BEGIN, W2_END), (LEDGER_BEGIN, LEDGER_END), (RUNG_BEGIN, RUNG_END)):
         if begin in text:
             head, rest = text.split(begin, 1)
             text = head + rest.split(end, 1)[1]
@@ -77,7 +78,7 @@ def test_every_number_of_the_writeup_is_in_its_analysis(study):
     text, report = read(study)
     text = without_generated(text)
     numbers = []
-    for sub in ("confirm", "confirm2"):  # the confirmatory waves' analyses, once run
+    for sub in ("confirm", "confirm2", RUNG):  # the confirmatory waves' and the rung's analyses, once run
         conf = os.path.join(ROOT, study, sub, "analysis.json")
         numbers = json_numbers(json.load(open(conf)), numbers) if os.path.isfile(conf) else numbers
     numbers = json_numbers(report, numbers)
