@@ -19,7 +19,7 @@ import train
 from conftest import ROOT
 from studies import confirm, ledger, rung, wave2
 from test_qat_study import write_records
-from test_sweep import SWEEP
+from test_sweep import SWEEP, calls, env, sweep  # noqa: F401 (env: the stub-python fixture)
 from test_wave2 import steps, swing, task_records, train_args, val, write_grid_probes, write_jobs
 
 RUN_STUDIES = list(rung.RUNS)  # qat, qat-probes, lengen, posenc
@@ -92,6 +92,23 @@ def test_the_rung_is_one_command_that_refuses_other_waves(tmp_path):
     p = subprocess.run(["bash", SWEEP, "--dry-run", "qat"], capture_output=True, text=True, cwd=ROOT,
                        env={**env, "CONFIRM": "3"}, timeout=60)
     assert p.returncode == 2 and "bash sweep.sh rung1" in p.stderr
+
+
+def test_the_rung_post_analyses_each_run_study_and_publishes_only_when_whole(env, tmp_path):
+    """bash sweep.sh --post rung1: analyze.py once per run-study, each with --confirm --wave 3 and its own flags
+    (qat's fit size, posenc with lengen's task runs); with jobs still to run, PUBLISH=1 writes nothing."""
+    results = tmp_path / "results"
+    os.makedirs(f"{env['OUT']}/rung1/lengen")  # posenc's families read lengen's task runs once there are any
+    p = sweep(env, "--post", "rung1", PUBLISH="1", RESULTS=str(results))
+    an = [a for _, _, a in calls(env, "analyze.py")]
+    root = f"{env['OUT']}/rung1"
+    assert [a[:a.index("--study")] for a in an] == [[f"{root}/qat"], [f"{root}/qat-probes"], [f"{root}/lengen"],
+                                                     [f"{root}/posenc", f"{root}/lengen"]], p.stderr
+    for a, s in zip(an, ("qat", "qat-probes", "lengen", "posenc,lengen")):
+        assert a[a.index("--study") + 1] == s and a[a.index("--wave") + 1] == "3" and "--confirm" in a
+    assert an[0][an[0].index("--fit_sizes") + 1] == rung.QAT_SIZE
+    assert an[1][an[1].index("--fit_sizes") + 1] == f"{rung.LONG_SIZE},{rung.ADAMW_SIZE}"
+    assert p.stderr.count("not published:") == 4 and not results.exists()
 
 
 # -----------------------------------------------------------------------------
