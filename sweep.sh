@@ -804,7 +804,8 @@ case $mode in
         done
         note "$study (SCALE=$SCALE): ${#GRID[@]} jobs, $((${#GRID[@]} - left)) finished, $left to run"
         [[ $SCALE == tiny ]] && for line in "${GRID[@]}"; do pending "$line"; [[ -n $PENDING ]] && echo "$PENDING"; done | estimate >&2
-        note "then: bash sweep.sh --post $study ($([[ $study == qat ]] && echo 'evaluate.py --tasks grid, ')python analyze.py $OUT/$study --study $study)"
+        if [[ $study == rung1 ]]; then note "then: bash sweep.sh --post rung1 (python analyze.py on each of $OUT/{qat,qat-probes,lengen,posenc})"
+        else note "then: bash sweep.sh --post $study ($([[ $study == qat ]] && echo 'evaluate.py --tasks grid, ')python analyze.py $OUT/$study --study $study)"; fi
         ;;
     task)
         (( task <= ${#GRID[@]} )) || die "--task $task: $study has ${#GRID[@]} lines"

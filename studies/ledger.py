@@ -113,6 +113,7 @@ def rung_row(c, tests, fams):
         h = find(fams, 3, name, hid)
         a = rung.across(find(fams, t["wave"], t["family"], t["id"]), h)
         rows.append({"tiny": list(key), "family": name, "id": hid, "status": hypothesis_status(h)[0],
+                     "gated_out": (h or {}).get("gated_out") or [],
                      "words": hypothesis_status(h)[1], "effect": (h or {}).get("effect"), "ci": (h or {}).get("ci"),
                      "n": (h or {}).get("n"), "p_holm": (h or {}).get("p_holm"), "margin": (h or {}).get("margin"),
                      "declared": (h or {}).get("declared"), "sd": (h or {}).get("sd"),
@@ -124,9 +125,14 @@ def rung_row(c, tests, fams):
     st = combined([r["status"] for r in rows])
     missing = [f"w{t['wave']} {t['family']}/{t['id']}" for t in tests if (t["wave"], t["family"], t["id"]) not in index]
     tiny = combined([t["status"] for t in tests])
-    return {"status": st, "verdict": rung.verdict(tiny, st), "tests": rows,
-            "not_rerun": missing, "why": (f"not rerun: {', '.join(missing)} ({rung.SKIPPED['parity_scratch_nope']})"
-                                          if missing else None)}
+    v = rung.verdict(tiny, st)
+    marks = [r["across"]["verdict"] for r in rows if r["across"]["verdict"].startswith(("weakens (", "not learned"))]
+    if v == "weakens" and marks:  # why it weakened: too few seeds for the tiny effect, or a recipe not learned
+        v += " (" + "; ".join(dict.fromkeys(m.split(" (")[0] if m.startswith("not") else m[9:-1].split(":")[0]
+                                            for m in marks)) + ")"
+    why = [f"not rerun: w{t['wave']} {t['family']}/{t['id']} ({rung.NOT_RERUN.get((t['wave'], t['family'], t['id']), 'not in the rung')})"
+           for t in tests if (t["wave"], t["family"], t["id"]) not in index]
+    return {"status": st, "verdict": v, "tests": rows, "not_rerun": missing, "why": "; ".join(why) or None}
 
 
 def walls(results):
@@ -226,6 +232,7 @@ def rung_md(led):
          f"- Hold (the same verdict): {by('holds')}.",
          f"- Weaken (undecided at the larger size): {by('weakens')}.",
          f"- Flip (confirmed at one size, refuted at the other): {by('flips')}.",
+         f"- Not learned at the larger size (every seed failed a recipe's gate): {by('not')}.",
          f"- Pending (the rung's runs not finished): {by('pending')}.",
          "- Skipped: " + ("; ".join(f"{r['id']} ({r['rung']['why']})" for r in skipped) or "none") + ".", "",
          "Each claim's effect at both sizes, with the difference and its interval: the rung column of "
@@ -279,8 +286,9 @@ def rung_cell(r):
         a = t["across"]
         parts.append(f"{t['size']} {t['family']}/{t['id']}: {t['words']}"
                      + (f", {ci(t['effect'], *(t['ci'] or (None, None)), '+.3g')}, Holm p {f(t['p_holm'], '.2g')}, "
-                        f"{t['n']} seeds; rung - tiny {ci(a['diff'], *(a['diff_ci'] or (None, None)), '+.3g')}: "
-                        f"{a['verdict']}" if t["effect"] is not None else ""))
+                        f"{t['n']} seeds" + (f" ({len(t['gated_out'])} gated out)" if t["gated_out"] else "")
+                        + f"; rung - tiny {ci(a['diff'], *(a['diff_ci'] or (None, None)), '+.3g')}: {a['verdict']}"
+                        if t["effect"] is not None else ""))
     if g.get("why"):
         parts.append(g["why"])
     return "<br>".join(parts)
@@ -291,7 +299,7 @@ def sizes_plot(led, path):
     axis), tiny and rung, with their intervals; differences in units of the tiny sd (left), claimed nulls over
     their margin (right). The seeds' own sizes are marked where their documents state them (QAT 15M-100M;
     Cracks 7B); the other seed abstracts state none. The tiny point of a family spanning sizes (the QAT nulls
-    over 14K-39K) sits at its largest size (rung.PARAMS)."""
+    over 14K-39K) sits at its largest size (each rung hypothesis's `params`)."""
     from studies import rung
     from studies.common import figures
     pts = {}
@@ -308,13 +316,14 @@ def sizes_plot(led, path):
     for ax, equiv in ((axes[0][0], False), (axes[0][1], True)):
         sel = [(k, v) for k, v in pts.items() if (v["tiny"]["margin"] is not None) == equiv and (equiv or v["tiny"]["sd"])]
         for i, (k, v) in enumerate(sel):
-            runs = rung.FAMILIES[k[0]]["runs"]
+            params = dict(zip(("tiny", "rung"), next(d["params"] for d in rung.FAMILIES[k[0]]["hypotheses"]
+                                                     if d["id"] == k[1])))
             scale = v["tiny"]["margin"] if equiv else v["tiny"]["sd"] / (v["tiny"]["declared"] or 1)
             xs, ys, lo, hi, cols = [], [], [], [], []
             for which, t in (("tiny", v["tiny"]), ("rung", v["rung"])):
                 if t["effect"] is None or not t["ci"]:
                     continue
-                xs.append(rung.PARAMS[runs][which] * (1 + 0.04 * i))
+                xs.append(params[which] * (1 + 0.04 * i))
                 ys.append(t["effect"] / scale)
                 lo.append(min(t["ci"]) / scale if scale > 0 else max(t["ci"]) / scale)
                 hi.append(max(t["ci"]) / scale if scale > 0 else min(t["ci"]) / scale)
