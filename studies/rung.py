@@ -6,6 +6,10 @@ the rung's runs; the rule (Holm within each family, the declared direction, TOST
 unanimous contrast by the exact sign test) is the second wave's (studies/wave2.py), so each rung test is
 the tiny test at another size.
 
+Amended once, before any of its runs (git log: the amendment follows the declaration), after a referee's read:
+the families mirror the tiny ones, the INT4 null 'below 50M' is not rerun, differences across sizes are taken
+contrast by contrast and in the seed's direction, the seed counts are the planner's per run-study.
+
     bash sweep.sh rung1                  the whole rung, one command (resumable; --dry-run, --cost)
     python analyze.py --power results/STUDY --confirm --wave 3
                                          its seed counts, planned on the tiny families' stored per-seed values
