@@ -320,14 +320,20 @@ def hypotheses(study, rep):
     return out
 
 
-def confirmatory_family(study, rep):
-    """The declared family decided on a report of the confirm runs: Holm within it; passed only in the
-    declared direction (an equivalence hypothesis: inside its margin); 'opposite' marks a pass the other way."""
-    fam = decide_family(hypotheses(study, rep))
+def in_declared_direction(fam):
+    """A decided family's passes kept only in each hypothesis's declared direction ('declared': +1 / -1; 0 for a
+    null); a pass the other way is marked 'opposite' (refuted) and not passed. Returns fam, changed in place."""
     for h in fam["hypotheses"]:
         sign = 0 if h["effect"] is None else (1 if h["effect"] > 0 else -1)
         h["opposite"] = bool(h["passed"] and h["declared"] and sign != h["declared"])
         h["passed"] = bool(h["passed"] and not h["opposite"])
+    return fam
+
+
+def confirmatory_family(study, rep):
+    """The declared family decided on a report of the confirm runs: Holm within it; passed only in the
+    declared direction (an equivalence hypothesis: inside its margin); 'opposite' marks a pass the other way."""
+    fam = in_declared_direction(decide_family(hypotheses(study, rep)))
     fam["study"], fam["declaration"] = study, {k: v for k, v in CONFIRM[study].items() if k != "hypotheses"}
     return fam
 

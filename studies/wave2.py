@@ -628,12 +628,9 @@ def hypotheses(name, rep, families=None, compute=None):
 def decide(name, rep, families=None, compute=None, wave=WAVE):
     """The family decided: Holm within it; passed only in the declared direction; 'opposite' marks a pass the
     other way (refuted)."""
+    from studies.confirm import in_declared_direction
     from studies.stats import decide_family
-    fam = decide_family(hypotheses(name, rep, families, compute))
-    for h in fam["hypotheses"]:
-        sign = 0 if h["effect"] is None else (1 if h["effect"] > 0 else -1)
-        h["opposite"] = bool(h["passed"] and h["declared"] and sign != h["declared"])
-        h["passed"] = bool(h["passed"] and not h["opposite"])
+    fam = in_declared_direction(decide_family(hypotheses(name, rep, families, compute)))
     fam["family"], fam["wave"] = name, wave
     fam["declaration"] = {k: v for k, v in (families or FAMILIES)[name].items() if k != "hypotheses"}
     if name == "cracks":  # the declared gate: the family is read only when the extension extends

@@ -397,6 +397,9 @@ def non_seed_as_seed(text):
     return [s.strip()[:200] for s in out]
 
 
+PAGES = [os.path.join("results", s, "README.md") for s in STUDIES] + ["README.md", os.path.join("docs", "status.md")]
+
+
 def test_the_non_seed_check_can_fail():
     bad = ("The seed's length-generalisation abstracts claim that some positional encodings -- NoPE, ALiBi, "
            "HoPE (arXiv 2410.21216) -- extrapolate past the training length where RoPE fails.")
@@ -407,8 +410,7 @@ def test_the_non_seed_check_can_fail():
     assert non_seed_as_seed("Claims quoted from its seed's abstract (lengen's from NoPE, a paper the seeds cite).") == []
 
 
-@pytest.mark.parametrize("page", [os.path.join("results", s, "README.md") for s in STUDIES]
-                         + ["README.md", os.path.join("docs", "status.md")])
+@pytest.mark.parametrize("page", PAGES)
 def test_nope_and_alibi_are_not_called_seeds(page):
     bad = non_seed_as_seed(read_page(os.path.join(ROOT, "..", page)))
     assert not bad, f"{page}: NoPE / ALiBi named among the seed abstracts (they are baselines the seeds cite): {bad}"
@@ -438,8 +440,7 @@ def test_the_attribution_check_can_fail():
     assert unpointed_attributions("<!-- confirmatory -->\nas the seed states it.\n<!-- /confirmatory -->") == []
 
 
-@pytest.mark.parametrize("page", [os.path.join("results", s, "README.md") for s in STUDIES]
-                         + ["README.md", os.path.join("docs", "status.md")])
+@pytest.mark.parametrize("page", PAGES)
 def test_an_attribution_to_the_seed_quotes_it_or_points_to_it(page):
     bad = unpointed_attributions(read_page(os.path.join(ROOT, "..", page)))
     assert not bad, f"{page}: attributions to the seed without a quote or a pointer (abstract, review, arXiv id): {bad}"
