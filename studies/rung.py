@@ -80,7 +80,7 @@ SKIPPED = {
               "8 seeds (10 cells pretrained, extended and evaluated a seed): 2.2 h on 2 cores on top of this rung's "
               "3.9 h, over the 4 h budget",
     "undecided": "undecided at the tiny size: nothing to hold or flip (qat-4, -5, -6a: the penalty law and the INT4 "
-                 "transition; chunk-1, -2, -3; hope-3, -4, -6)",
+                 "transition; chunk-1, -2, -3; hope-3, -4, -6; cracks-1 to -5, decided after this declaration)",
 }
 
 
@@ -372,10 +372,10 @@ def mirrors():
 
 def skipped(tiny_status, tests):
     """Why a claim with tiny tests has none at the rung (SKIPPED's and NOT_RERUN's reasons), or None."""
-    if any(t[1] in ("cracks", "longctx") for t in tests):
-        return SKIPPED["cracks"]
     if tiny_status == "undecided":
         return SKIPPED["undecided"]
+    if any(t[1] in ("cracks", "longctx") for t in tests):
+        return SKIPPED["cracks"]
     why = [NOT_RERUN[tuple(t)] for t in tests if tuple(t) in NOT_RERUN]
     return "; ".join(why) or None
 
