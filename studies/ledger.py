@@ -167,7 +167,8 @@ def waves_line(led):
         total[x["wave"]] += wl["seconds"] if wl else 0
     hms = lambda t: f"{t // 3600} h {t % 3600 // 60} min {t % 60} s"
     return (f"Measured walls on 2 cores, wave 1 (studies/confirm.py): {', '.join(parts[1])}; {hms(total[1])} in all. "
-            f"Wave 2 (studies/wave2.py, `CONFIRM=2 bash sweep.sh STUDY`): {', '.join(parts[2])}; {hms(total[2])} so far. "
+            f"Wave 2 (studies/wave2.py, `CONFIRM=2 bash sweep.sh STUDY`): {', '.join(parts[2])}; {hms(total[2])} "
+            + ("so far. " if any(x["wall"] is None for x in led["walls"] if x["wave"] == 2) else "in all. ") +
             "Each write-up says what else shared the cores.")
 
 
@@ -208,7 +209,7 @@ def front_md(led):
          f"- Reproduced here (confirmed): {by('confirmed')}.",
          f"- Did not reproduce (refuted): {by('refuted')}.",
          f"- Undecided (the detectable effects are in the ledger): {by('undecided')}.",
-         f"- Pending (wave 2 runs not finished): {by('pending')}.",
+         *([f"- Pending (wave 2 runs not finished): {by('pending')}."] if led["counts"]["pending"] else []),
          f"- Untestable here: {by('untestable')}; not tested yet: {by('not tested')}.", "",
          waves_line(led), "",
          "![Each tested claim's effect and interval, in the seed's direction](results/ledger_forest.png)", ""]
