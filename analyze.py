@@ -358,11 +358,12 @@ def power_confirm(folder, study=None):
     return 0
 
 
-def front(readme, results="results"):
-    """analyze.py --front README.md: its confirmatory-verdicts section regenerated from results/*/confirm."""
+def front(readme, results="results", prefix="results/"):
+    """analyze.py --front PAGE (results/wave1.md): its confirmatory-verdicts section regenerated from
+    results/*/confirm."""
     try:
         with open(readme) as fh:
-            text = with_front(fh.read(), results)
+            text = with_front(fh.read(), results, prefix)
     except OSError as e:
         warn(f"--front {readme}: {e}")
         return 2
@@ -416,8 +417,9 @@ def main(argv=None):
                          "--seeds seeds and the seeds needed for --effect (power before the run; nothing written)")
     ap.add_argument("--ledger", default=None, metavar="README",
                     help="only regenerate the claims ledger (results/ledger.md, .json, forest plot) and README's section")
-    ap.add_argument("--front", default=None, metavar="README",
-                    help="only rewrite the confirmatory-verdicts section of the front page from results/*/confirm")
+    ap.add_argument("--front", default=None, metavar="PAGE",
+                    help="only rewrite the confirmatory-verdicts section of PAGE (results/wave1.md: wave 1's verdicts) "
+                         "from results/*/confirm")
     ap.add_argument("--seeds", type=int, default=None, help="--power: planned seeds (default: each hypothesis's own n)")
     ap.add_argument("--effect", type=finite_float, default=None,
                     help="--power: the effect to detect, in each hypothesis's own units (default: its observed effect)")
@@ -458,7 +460,9 @@ def main(argv=None):
         return write_ledger(args.ledger, os.path.join(os.path.dirname(os.path.abspath(args.ledger)), "results"),
                             args.no_plots)
     if args.front:
-        return front(args.front, os.path.join(os.path.dirname(os.path.abspath(args.front)), "results"))
+        here = os.path.dirname(os.path.abspath(args.front))  # a page in results/ itself, or beside it
+        inside = os.path.basename(here) == "results"
+        return front(args.front, here if inside else os.path.join(here, "results"), "" if inside else "results/")
     if args.refamily:
         return refamily(args.refamily, args.no_plots)
     if args.power:

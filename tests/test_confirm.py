@@ -226,12 +226,14 @@ def test_the_writeup_opens_with_the_generated_confirmatory_section(study):
         f"results/{study}/README.md: run python analyze.py --verdicts results/{study}"
 
 
-def test_the_front_page_quotes_the_generated_confirmatory_verdicts():
-    """README.md's confirmatory-verdicts section is exactly what analyze.py --front writes from results/*/confirm:
-    every declared hypothesis, each with its verdict or 'pending'."""
-    with open(os.path.join(ROOT, "README.md")) as fh:
+def test_the_wave1_page_quotes_the_generated_confirmatory_verdicts():
+    """results/wave1.md's confirmatory-verdicts section is exactly what analyze.py --front writes from
+    results/*/confirm: every declared hypothesis, each with its verdict or 'pending', linked to its write-up."""
+    with open(os.path.join(ROOT, "results", "wave1.md")) as fh:
         text = fh.read()
-    assert confirm.with_front(text, os.path.join(ROOT, "results")) == text, "run python analyze.py --front README.md"
+    assert confirm.with_front(text, os.path.join(ROOT, "results"), "") == text, \
+        "run python analyze.py --front results/wave1.md"
+    assert "](qat/README.md)" in text and "](results/" not in text  # links from results/ itself
     section = text.split(confirm.FRONT_BEGIN, 1)[1].split(confirm.FRONT_END, 1)[0]
     n = sum(len(c["hypotheses"]) for c in confirm.CONFIRM.values())
     assert section.count("\n| [") == n
