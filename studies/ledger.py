@@ -126,10 +126,9 @@ def rung_row(c, tests, fams):
     missing = [f"w{t['wave']} {t['family']}/{t['id']}" for t in tests if (t["wave"], t["family"], t["id"]) not in index]
     tiny = combined([t["status"] for t in tests])
     v = rung.verdict(tiny, st)
-    marks = [r["across"]["verdict"] for r in rows if r["across"]["verdict"].startswith(("weakens (", "not learned"))]
+    marks = list(dict.fromkeys(r["across"]["why"] for r in rows if r["across"].get("why")))
     if v == "weakens" and marks:  # why it weakened: too few seeds for the tiny effect, or a recipe not learned
-        v += " (" + "; ".join(dict.fromkeys(m.split(" (")[0] if m.startswith("not") else m[9:-1].split(":")[0]
-                                            for m in marks)) + ")"
+        v += f" ({'; '.join(marks)})"
     why = [f"not rerun: w{t['wave']} {t['family']}/{t['id']} ({rung.NOT_RERUN.get((t['wave'], t['family'], t['id']), 'not in the rung')})"
            for t in tests if (t["wave"], t["family"], t["id"]) not in index]
     return {"status": st, "verdict": v, "tests": rows, "not_rerun": missing, "why": "; ".join(why) or None}

@@ -330,7 +330,7 @@ def across(tiny, rung):
     from studies.ledger import hypothesis_status
     from studies.stats import MIN_SEEDS as MIN, tost_power
     ts, rs = hypothesis_status(tiny)[0], hypothesis_status(rung)[0]
-    out = {"tiny": ts, "rung": rs, "diff": None, "diff_ci": None, "contrast": None}
+    out = {"tiny": ts, "rung": rs, "diff": None, "diff_ci": None, "contrast": None, "why": None}
     if tiny and rung and tiny.get("margin") is not None:
         a, b = _contrasts(tiny), _contrasts(rung)
         both = [k for k in b if k in a]
@@ -346,12 +346,13 @@ def across(tiny, rung):
     out["verdict"] = verdict(ts, rs)
     if out["verdict"] == "weakens" and rung:
         if rung.get("gated_out") and (rung.get("n") or 0) < MIN:
-            out["verdict"] = f"not learned at the rung ({len(rung['gated_out'])} seeds gated out)"
+            out["verdict"], out["why"] = f"not learned at the rung ({len(rung['gated_out'])} seeds gated out)", "not learned"
         elif rung.get("margin") is not None and rung.get("sd") and rung.get("n", 0) >= 2:
             pw = tost_power(rung["sd"], rung["n"], rung["margin"], 0.05)
             if pw is not None and pw < 0.8:
-                out["verdict"] = f"weakens (underpowered: power {pw:.2f} at the margin)"
+                out["verdict"], out["why"] = f"weakens (underpowered: power {pw:.2f} at the margin)", "underpowered"
         elif rung.get("mde") and tiny and tiny.get("effect") is not None and rung["mde"] > abs(tiny["effect"]):
+            out["why"] = "underpowered"
             out["verdict"] = (f"weakens (underpowered: detectable {rung['mde']:.3g} > the tiny effect's "
                               f"{abs(tiny['effect']):.3g})")
     return out
