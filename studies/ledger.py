@@ -135,10 +135,11 @@ def rung_row(c, tests, fams):
 
 
 def walls(results):
-    """{(wave, study): confirmatory.wall} of the stored confirm / confirm2 analyses (None: not analysed yet)."""
-    from studies import confirm, wave2
+    """{(wave, study): confirmatory.wall} of the stored confirm / confirm2 / rung1 analyses (None: not analysed
+    yet). The rung's one sweep has one wall, stored in each of its run-studies' analyses."""
+    from studies import confirm, rung, wave2
     out = {}
-    for wave, studies, sub in ((1, confirm.CONFIRM, "confirm"), (2, wave2.RUNS, "confirm2")):
+    for wave, studies, sub in ((1, confirm.CONFIRM, "confirm"), (2, wave2.RUNS, "confirm2"), (3, rung.RUNS, rung.NAME)):
         for study in studies:
             path = os.path.join(results, study, sub, "analysis.json")
             conf = json.load(open(path)).get("confirmatory") if os.path.isfile(path) else None
@@ -160,7 +161,7 @@ def waves_line(led):
     """Which confirmatory sweeps have been analysed, and their measured walls."""
     parts = {1: [], 2: []}
     total = {1: 0, 2: 0}
-    for x in led["walls"]:
+    for x in (x for x in led["walls"] if x["wave"] in parts):  # the rung's wall: rung_md
         wl = x["wall"]
         parts[x["wave"]].append(f"{x['study']} {wl['text'].split(' on ')[0]}" if wl else f"{x['study']} not analysed yet")
         total[x["wave"]] += wl["seconds"] if wl else 0
@@ -235,11 +236,19 @@ def rung_md(led):
          f"- Not learned at the larger size (every seed failed a recipe's gate): {by('not')}.",
          f"- Pending (the rung's runs not finished): {by('pending')}.",
          "- Skipped: " + ("; ".join(f"{r['id']} ({r['rung']['why']})" for r in skipped) or "none") + ".", "",
+         rung_wall_line(led), "",
          "Each claim's effect at both sizes, with the difference and its interval: the rung column of "
          "[results/ledger.md](results/ledger.md).", "",
          "![Each claim's effect against model size (log axis), the seeds' sizes marked where their documents state "
          "them](results/ledger_sizes.png)", ""]
     return L
+
+
+def rung_wall_line(led):
+    """The rung's measured wall (one sweep for every run-study), or that it has not been published yet."""
+    w = next((x["wall"] for x in led["walls"] if x["wave"] == 3 and x["wall"]), None)
+    return (f"Measured wall of `bash sweep.sh rung1` on 2 cores (every run-study; the issue's budget: 4 h): "
+            f"{w['text']}." if w else "The rung's wall: not published yet (its jobs are not all done).")
 
 
 def full_md(led):
@@ -263,8 +272,8 @@ def full_md(led):
 
 JSON_KEYS = (
     "results/ledger.json holds this page as data: `rule`, `statuses` (the two texts above), `n` (seed claims), "
-    "`counts` (claims by status), `cited` (the cited paper's rows), `excluded` (paper, quote, why), `walls` (wave, "
-    "study, wall: seconds, sittings, jobs, text; null until analysed), `plot` and `sizes_plot` (the figures' paths) "
+    "`counts` (claims by status), `cited` (the cited paper's rows), `excluded` (paper, quote, why), `walls` (wave: 1, 2 or 3 "
+    "for the rung, whose run-studies share one wall; study, wall: seconds, sittings, jobs, text; null until analysed), `plot` and `sizes_plot` (the figures' paths) "
     "and `rows`, one per claim: `id`, `paper`, `quote`, `tiny`, `status`, `untestable`, `prior_work`, `cited`, "
     "`paraphrase`, `pending_tests`, `tests` (each: wave, family, id, status, words, effect, ci, n, p_holm, margin, "
     "declared, sd, mde) and `rung`: the larger rung's `status` (null when the claim has no rung test, with `why`), "

@@ -290,6 +290,8 @@ def test_the_ledger_puts_both_sizes_side_by_side(analysed, tmp_path):
     assert re.search(r"Hold \(the same verdict\): [^\n]*lg-bounds-1", front)
     assert re.search(r"Weaken \(undecided at the larger size\): [^\n]*swan-1", front)
     assert re.search(r"\n- Skipped: [^\n]+\.\n", front)
+    # the rung's one wall, as stored in its run-studies' analyses (4000 s, 2 sittings), on the front page
+    assert re.search(r"Measured wall of `bash sweep.sh rung1`[^\n]*: 1 h 6 min 40 s", front)
     path = ledger.sizes_plot(led, str(tmp_path / "sizes.png"))
     assert path and os.path.getsize(path) > 10000
 

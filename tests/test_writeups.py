@@ -195,6 +195,10 @@ def passed_members(report, study=None):
     if conf2 and os.path.isfile(conf2):  # the second wave's families
         with open(conf2) as fh:
             wave2 = list(((json.load(fh).get("confirmatory") or {}).get("families") or {}).values())
+    rung1 = os.path.join(ROOT, study, RUNG, "analysis.json") if study else None
+    if rung1 and os.path.isfile(rung1):  # the larger rung's families
+        with open(rung1) as fh:
+            wave2 += list(((json.load(fh).get("confirmatory") or {}).get("families") or {}).values())
     fams = [fam for rep in reports for _, fam in families_of(rep)] + wave2
     return [(h["p_holm"], h.get("margin") is not None) for fam in fams for h in fam["hypotheses"] if h.get("passed")]
 
