@@ -234,7 +234,7 @@ def rung_md(led):
          f"- Weaken (undecided at the larger size): {by('weakens')}.",
          f"- Flip (confirmed at one size, refuted at the other): {by('flips')}.",
          f"- Not learned at the larger size (every seed failed a recipe's gate): {by('not')}.",
-         f"- Pending (the rung's runs not finished): {by('pending')}.",
+         *([f"- Pending (the rung's runs not finished): {by('pending')}."] if by("pending") != "none" else []),
          "- Skipped: " + ("; ".join(f"{r['id']} ({r['rung']['why']})" for r in skipped) or "none") + ".", "",
          rung_wall_line(led), "",
          "Each claim's effect at both sizes, with the difference and its interval: the rung column of "

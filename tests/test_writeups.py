@@ -184,21 +184,18 @@ def unbacked_verdicts(text, passed):
 
 
 def passed_members(report, study=None):
-    """(p_holm, is_equivalence) of the passed hypotheses of a study's families, its confirmatory family
-    (results/STUDY/confirm/analysis.json, once run) included."""
+    """(p_holm, is_equivalence) of the passed hypotheses of a study's families, its confirmatory families
+    (results/STUDY/{confirm,confirm2,rung1}/analysis.json, once run) included."""
     reports, wave2 = [report], []
     conf = os.path.join(ROOT, study, "confirm", "analysis.json") if study else None
     if conf and os.path.isfile(conf):
         with open(conf) as fh:
             reports.append(json.load(fh))
-    conf2 = os.path.join(ROOT, study, "confirm2", "analysis.json") if study else None
-    if conf2 and os.path.isfile(conf2):  # the second wave's families
-        with open(conf2) as fh:
-            wave2 = list(((json.load(fh).get("confirmatory") or {}).get("families") or {}).values())
-    rung1 = os.path.join(ROOT, study, RUNG, "analysis.json") if study else None
-    if rung1 and os.path.isfile(rung1):  # the larger rung's families
-        with open(rung1) as fh:
-            wave2 += list(((json.load(fh).get("confirmatory") or {}).get("families") or {}).values())
+    for sub in ("confirm2", RUNG) if study else ():  # the second wave's and the larger rung's families
+        path = os.path.join(ROOT, study, sub, "analysis.json")
+        if os.path.isfile(path):
+            with open(path) as fh:
+                wave2 += list(((json.load(fh).get("confirmatory") or {}).get("families") or {}).values())
     fams = [fam for rep in reports for _, fam in families_of(rep)] + wave2
     return [(h["p_holm"], h.get("margin") is not None) for fam in fams for h in fam["hypotheses"] if h.get("passed")]
 
