@@ -36,11 +36,11 @@ from collections import defaultdict
 from cli import OneLineParser, UserError, atomic_write, clean, finite_float
 from studies.stats import power_plan
 from studies.common import f, families, lineage_root, load_runs, run_kind, table, warn, with_verdicts
-from studies import rung, wave2
-from studies.confirm import (CONFIRM, check_confirm_runs, check_wave_runs, plan_md, confirm_md, confirm_wall, confirmatory_family,
-                             with_confirmatory, with_front)
-from studies.qat import REF_WARMDOWN, qat_decide, qat_markdown, qat_plots, qat_study, records
-from studies.longctx import longctx_decide, longctx_md, longctx_plots, longctx_report
+from studies import wave
+from studies.qat import REF_WARMDOWN, qat_decide, qat_plots, qat_study, records
+from studies.qat_md import qat_markdown
+from studies.longctx import longctx_decide, longctx_plots, longctx_report
+from studies.longctx_md import longctx_md
 from studies.lengen import lengen_decide, lengen_md, lengen_plots, lengen_report
 from studies.posenc import POSENC_FLAGS, posenc_decide, posenc_md, posenc_plots, posenc_report
 
@@ -173,29 +173,27 @@ def write_verdicts(folder, report):
     if text is None:
         return False
     study = os.path.basename(os.path.normpath(folder))
-    if study in CONFIRM:  # the write-up's confirmatory section: the declaration, then DIR/confirm's family
+    for w in wave.waves().values():  # each wave's section: its declaration and plan, then DIR/<name>'s families
+        if study not in w["runs"]:
+            continue
         conf = None
-        if os.path.isfile(os.path.join(folder, "confirm", "analysis.json")):
-            conf = read_analysis(os.path.join(folder, "confirm"), "--verdicts")
-        wall = ((conf or {}).get("confirmatory") or {}).get("wall")
-        text = with_confirmatory(text, study, conf, wall and wall.get("text"), report) or text
-    if study in wave2.RUNS:  # the second wave's section: its declaration and plan, then DIR/confirm2's families
-        conf2 = None
-        if os.path.isfile(os.path.join(folder, "confirm2", "analysis.json")):
-            conf2 = read_analysis(os.path.join(folder, "confirm2"), "--verdicts")
-        pilot = report
-        if study == "posenc" and "lengen" not in pilot:
-            pilot = pilot_report(folder, study)
-        text = wave2.with_section(text, study, conf2, pilot) or text
-    if study in rung.RUNS:  # the larger rung's section: its declaration and plan, then DIR/rung1's families
-        from studies import ledger
-        conf3 = None
-        if os.path.isfile(os.path.join(folder, rung.NAME, "analysis.json")):
-            conf3 = read_analysis(os.path.join(folder, rung.NAME), "--verdicts")
-        tiny = ledger.load_families(os.path.dirname(os.path.normpath(folder)))
-        text = rung.with_section(text, study, conf3, tiny) or text
+        if os.path.isfile(os.path.join(folder, w["name"], "analysis.json")):
+            conf = read_analysis(os.path.join(folder, w["name"]), "--verdicts")
+        text = wave.with_section(w, text, study, conf, plan_basis(w, folder, study, report)) or text
     atomic_write(path, text)
     return True
+
+
+def plan_basis(w, folder, study, report=None):
+    """What a wave's seed plan for a run-study is made on: the pilot's stored report (with the sections of the
+    run-studies its families also read, from their sibling folders), or, for a rung, the tiny families stored
+    beside it (results/*/<name>/analysis.json)."""
+    if w.get("kind") == "rung":
+        from studies import ledger
+        return ledger.load_families(os.path.dirname(os.path.normpath(folder)))
+    if report is not None and w["layout"] != "family" and any(r not in report for r in w["runs"][study].get("reads", ())):
+        return pilot_report(folder, study, w["runs"][study].get("reads", ()))
+    return report
 
 
 def read_analysis(folder, flag):
@@ -298,63 +296,43 @@ def power(folder, seeds=None, effect=None):
     return 0
 
 
-def confirm_study(folder, study):
-    """The confirmatory study a folder's analysis belongs to: --study (its first name), else the folder's name
+def confirm_study(folder, study, w):
+    """The run-study of a wave a folder's analysis belongs to: --study (its first name), else the folder's name
     (results/qat-probes)."""
     name = (study or "").split(",")[0] or os.path.basename(os.path.normpath(folder))
-    if name not in CONFIRM and name not in wave2.RUNS and name not in rung.RUNS:
-        raise UserError(f"--confirm: no confirmatory family for {name!r} (give --study, one of: {', '.join(CONFIRM)})")
+    if name not in w["runs"]:
+        raise UserError(f"--confirm --wave {w['wave']}: no run-study {name!r} in {w['file']} (give --study, one of: "
+                        f"{', '.join(w['runs'])})")
     return name
 
 
-def pilot_report(folder, name):
-    """A stored pilot report for wave 2's planner: posenc's families read lengen's task cells too, from the
-    sibling results/lengen/analysis.json."""
+def pilot_report(folder, name, reads=None):
+    """A stored pilot report for a wave's planner, with the sections its families also read (posenc's read
+    lengen's task cells: reads, by default every wave's) from the sibling results/OTHER/analysis.json."""
     report = read_analysis(folder, "--power")
-    if report is not None and name == "posenc" and "lengen" not in report:
-        lengen = read_analysis(os.path.join(os.path.dirname(os.path.normpath(folder)), "lengen"), "--power")
-        report = {**report, "lengen": (lengen or {}).get("lengen")}
+    for other in wave.reads(name) if reads is None else reads:
+        if report is not None and other not in report:
+            rep = read_analysis(os.path.join(os.path.dirname(os.path.normpath(folder)), other), "--power")
+            report = {**report, other: (rep or {}).get(other)}
     return report
 
 
-def power_wave2(folder, study=None):
-    """analyze.py --power DIR --confirm --wave 2: the run-study's wave-2 families planned on its pilot."""
-    name = confirm_study(folder, study)
-    if name not in wave2.RUNS:
-        raise UserError(f"--wave 2: no wave-2 sweep for {name!r} (one of: {', '.join(wave2.RUNS)})")
-    report = pilot_report(folder, name)
-    if report is None:
+def power_confirm(folder, study=None, number=1):
+    """analyze.py --power DIR --confirm [--wave N]: the run-study's declared families (studies/waves/*.toml)
+    built on the pilot's stored per-seed values (a rung: on the tiny tests it reruns) and planned at their Holm
+    steps on the upper bound of each sd: the seeds each hypothesis needs, the count the sweep runs (>= the
+    wave's min_seeds, <= its cap) and what it detects there."""
+    w = wave.get(number)
+    name = confirm_study(folder, study, w)
+    basis = plan_basis(w, folder, name, read_analysis(folder, "--power") if w.get("kind") != "rung" else None)
+    if basis is None:
         return 2
-    print("\n".join([f"## Wave-2 plan: {name}", ""] + wave2.plan_md(name, report)))
-    return 0
-
-
-def power_rung(folder, study=None):
-    """analyze.py --power results/STUDY --confirm --wave 3: the rung's seeds, planned on the tiny families'
-    stored per-seed values (results/*/confirm*/analysis.json beside DIR)."""
-    from studies import ledger
-    name = confirm_study(folder, study)
-    if name not in rung.RUNS:
-        raise UserError(f"--wave 3: no rung sweep for {name!r} (one of: {', '.join(rung.RUNS)})")
-    fams = ledger.load_families(os.path.dirname(os.path.normpath(folder)))
-    print("\n".join([f"## Rung plan: {name}", ""] + rung.plan_md(name, fams)))
-    return 0
-
-
-def power_confirm(folder, study=None):
-    """analyze.py --power DIR --confirm: the study's declared confirmatory family (studies/confirm.py) built on
-    the pilot's stored per-seed values and planned at its Holm steps on the upper bound of each sd: the seeds
-    each hypothesis needs, the count the family runs (>= 8, <= its cap) and what it detects there."""
-    report = read_analysis(folder, "--power")
-    if report is None:
-        return 2
-    name = confirm_study(folder, study)
     try:
-        lines = plan_md(name, report)
+        lines = wave.plan_md(w, name, basis)
     except (KeyError, ValueError) as e:
         warn(f"--power {folder} --confirm: {e}")
         return 2
-    print("\n".join([f"## Confirmatory plan: {name}", ""] + lines))
+    print("\n".join([f"## {w['text']['plan_title']}: {name}", ""] + lines))
     return 0
 
 
@@ -363,7 +341,7 @@ def front(readme, results="results", prefix="results/"):
     results/*/confirm."""
     try:
         with open(readme) as fh:
-            text = with_front(fh.read(), results, prefix)
+            text = wave.with_front(fh.read(), results, prefix)
     except OSError as e:
         warn(f"--front {readme}: {e}")
         return 2
@@ -442,11 +420,11 @@ def main(argv=None):
                     help="lengen, posenc: smallest mean gain (or loss) of exact match past N against RoPE "
                          "that counts as better (worse), with the paired t test over >= 3 seeds at p < 0.05")
     ap.add_bool("--no_plots", False, "skip the PNG plots")
-    ap.add_argument("--wave", type=int, default=1, choices=(1, 2, 3),
-                    help="--confirm: which confirmatory wave (1: studies/confirm.py; 2: studies/wave2.py; "
-                         "3: the larger rung, studies/rung.py)")
-    ap.add_bool("--confirm", False, "with runs: also decide the study's declared confirmatory family "
-                "(studies/confirm.py; --study names it) on them; with --power DIR: plan its seeds on DIR's pilot")
+    ap.add_argument("--wave", type=int, default=1, choices=[w["wave"] for w in wave.waves().values()],
+                    help="--confirm: which confirmatory wave (studies/waves/*.toml: " +
+                         "; ".join(f"{w['wave']}: {os.path.basename(w['file'])}" for w in wave.waves().values()) + ")")
+    ap.add_bool("--confirm", False, "with runs: also decide the run-study's declared families of the wave "
+                "(studies/waves/*.toml; --study names it) on them; with --power DIR: plan its seeds on DIR's pilot")
     args = ap.parse_args(argv)
     if sum(x is not None for x in (args.verdicts, args.refamily, args.power, args.front, args.ledger)) > 1:
         ap.error("--verdicts, --refamily, --power, --front and --ledger are separate modes: give one")
@@ -467,11 +445,8 @@ def main(argv=None):
         return refamily(args.refamily, args.no_plots)
     if args.power:
         try:
-            if args.confirm and args.wave == 2:
-                return power_wave2(args.power, args.study)
-            if args.confirm and args.wave == 3:
-                return power_rung(args.power, args.study)
-            return power_confirm(args.power, args.study) if args.confirm else power(args.power, args.seeds, args.effect)
+            return (power_confirm(args.power, args.study, args.wave) if args.confirm
+                    else power(args.power, args.seeds, args.effect))
         except UserError as e:
             warn(str(e))
             return 2
@@ -489,28 +464,11 @@ def main(argv=None):
         return 2
     try:
         rep, lines, figs = analyse(runs, args)
-        if args.confirm and args.wave == 3:  # the larger rung's families of this run-study (studies/rung.py)
-            name = confirm_study(args.folders[0], args.study)
-            if name not in rung.RUNS:
-                raise UserError(f"--wave 3: no rung sweep for {name!r} (one of: {', '.join(rung.RUNS)})")
-            fams = {k: rung.decide(k, rep) for k in rung.families_of(name)}
-            rep["confirmatory"] = {"wave": 3, "rung": rung.NAME, "size": rung.RUNS[name]["size"], "families": fams,
-                                   "wall": confirm_wall(args.folders), **check_wave_runs(name, runs, rung.seeds(name))}
-            lines[2:2] = rung.families_md(fams)
-        elif args.confirm and args.wave == 2:  # the wave's families of this run-study (studies/wave2.py)
-            name = confirm_study(args.folders[0], args.study)
-            if name not in wave2.RUNS:
-                raise UserError(f"--wave 2: no wave-2 sweep for {name!r} (one of: {', '.join(wave2.RUNS)})")
-            fams = {k: wave2.decide(k, rep) for k in wave2.families_of(name)}
-            rep["confirmatory"] = {"wave": 2, "families": fams, "wall": confirm_wall(args.folders),
-                                   **check_wave_runs(name, runs, wave2.seeds(name))}
-            lines[2:2] = wave2.families_md(fams)
-        elif args.confirm:  # the declared family on these (fresh-seed, one-machine) runs, ahead of everything else
-            name = confirm_study(args.folders[0], args.study)
-            fam = confirmatory_family(name, rep)
-            fam.update(check_confirm_runs(name, runs))
-            rep["confirmatory"] = {"family": fam, "wall": confirm_wall(args.folders)}
-            lines[2:2] = confirm_md(fam)
+        if args.confirm:  # the wave's declared families on these (fresh-seed, one-machine) runs, ahead of the rest
+            w = wave.get(args.wave)
+            rep["confirmatory"], md = wave.confirmatory(w, confirm_study(args.folders[0], args.study, w), rep, runs,
+                                                        args.folders)
+            lines[2:2] = md
     except UserError as e:
         warn(str(e))
         return 2

@@ -430,10 +430,12 @@ def versions():
     # torch_threads: CPU results are bit-identical across thread counts only where the kernels split
     # no reduction by thread (measured for the main command at 1 and 2: docs/runs.md), so record it;
     # cpu / cpu_capability: the kernels torch dispatches to (AVX2, AVX512) round differently, and a
-    # QAT run's fake-quant rounding turns such last-bit differences into different runs (docs/runs.md)
+    # QAT run's fake-quant rounding turns such last-bit differences into different runs (docs/runs.md);
+    # cpu_model: cloud machines name their CPU generically ("AMD EPYC") and report AVX512 for Intel and
+    # AMD alike, yet the two give different numbers, so vendor, family, model and stepping are kept too
     out = dict(python=platform.python_version(), torch=torch.__version__, numpy=numpy.__version__,
                tiktoken=tiktoken.__version__, torch_threads=torch.get_num_threads(), cpu=cpu_name(),
-               cpu_capability=torch.backends.cpu.get_cpu_capability())
+               cpu_capability=torch.backends.cpu.get_cpu_capability(), cpu_model=this_cpu_model())
     if torch.cuda.is_available():
         out["gpu"] = torch.cuda.get_device_name()
     return out
@@ -449,6 +451,39 @@ def cpu_name():
     except OSError:
         pass
     return platform.processor()
+
+
+def cpu_model(cpuinfo):
+    """The CPU model that /proc/cpuinfo's text names, from its first processor: 'VENDOR family F model M
+    stepping S: MODEL NAME' on x86 (e.g. 'AuthenticAMD family 25 model 1 stepping 1: AMD EPYC'), 'CPU
+    implementer I part P variant V revision R' on ARM; '' when it names none."""
+    fields = {}
+    for line in cpuinfo.splitlines():
+        if not line.strip():
+            if fields:
+                break  # the end of the first processor's block
+            continue
+        key, sep, value = line.partition(":")
+        if sep:
+            fields.setdefault(key.strip(), value.strip())
+    x86 = [("vendor_id", ""), ("cpu family", "family "), ("model", "model "), ("stepping", "stepping ")]
+    arm = [("CPU implementer", "CPU implementer "), ("CPU part", "part "), ("CPU variant", "variant "),
+           ("CPU revision", "revision ")]
+    for keys in (x86, arm):
+        ident = " ".join(label + fields[k] for k, label in keys if fields.get(k))
+        if ident:
+            return ident + (": " + fields["model name"] if fields.get("model name") else "")
+    return fields.get("model name", "")
+
+
+def this_cpu_model():
+    """This machine's cpu_model (/proc/cpuinfo); platform.processor() without it; else 'unknown'."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = cpu_model(f.read())
+    except OSError:
+        model = ""
+    return model or platform.processor() or "unknown"
 
 
 # -----------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """
 The claims ledger's data: every sentence of the seed abstracts that states a result, quoted exactly, in the
 seeds' order, each with its restatement in the tiny grid's terms and the confirmatory hypotheses that decide
-it (wave 1: studies/confirm.py CONFIRM; wave 2: studies/wave2.py FAMILIES), or why none does. EXCLUDED holds
+it ([wave, family, id] of studies/waves/wave1.toml and wave2.toml), or why none does. EXCLUDED holds
 every other sentence (or part of one) of the same abstracts with the reason it is out, so that the rule can
 be audited. Pure data: no imports.
 

@@ -245,6 +245,29 @@ def null_power(h):
     return ""
 
 
+def hypothesis_status(h):
+    """One decided confirmatory hypothesis -> (status, words): the claims ledger's rule (studies/ledger.py)."""
+    if h is None:
+        return "pending", "pending: not run yet"
+    if h.get("not_read"):
+        return "undecided", f"not read: {h['not_read']}"
+    if h.get("opposite"):
+        return "refuted", "passed opposite to the seed"
+    if h.get("negligible"):  # a declared smallest effect of interest: the interval lies inside +-sesoi
+        return "refuted", f"no effect of interest: interval inside +-{f(h['sesoi'], '.3g')}"
+    if h.get("passed"):
+        return "confirmed", (f"equivalent within +-{f(h['margin'], '.3g')}" if h.get("margin") is not None
+                             else "passed, as the seed")
+    if h.get("margin") is not None:
+        lo, hi = h["ci"] if h.get("ci") else (None, None)
+        if lo is not None and (lo > h["margin"] or hi < -h["margin"]):
+            return "refuted", f"not equivalent: interval outside +-{f(h['margin'], '.3g')}"
+        return "undecided", f"not shown equivalent (margin +-{f(h['margin'], '.3g')})"
+    if h.get("p") is None:
+        return "undecided", "undefined: no test"
+    return "undecided", "not distinguishable" + (f"; detectable: {f(h['mde'], '.3g')}" if h.get("mde") else "")
+
+
 def verdict_words(h):
     """A decided hypothesis's verdict cell: a difference 'passed (higher / lower)' or 'not
     distinguishable' with its detectable effect; an equivalence hypothesis 'equivalent within +-margin'

@@ -18,8 +18,11 @@ is undecided; else confirmed. A claim of a paper the seeds only cite (nope-1) is
 import json
 import os
 
+from studies import wave
 from studies.claims import CLAIMS, EXCLUDED, RULE
-from studies.common import ci, f, table
+from studies.common import ci, f, hypothesis_status, table
+from studies.rung import across, verdict
+from studies.wave import find
 
 STATUSES = ("confirmed", "refuted", "undecided", "untestable", "not tested", "pending")
 NOT_TESTED = "not in a confirmatory family"  # how claims.py words a testable claim no family tests yet
@@ -28,47 +31,21 @@ LEDGER_BEGIN, LEDGER_END = "<!-- claims ledger -->", "<!-- /claims ledger -->"
 
 
 def load_families(results):
-    """{(wave, family): decided family} from results/STUDY/confirm (wave 1) and results/STUDY/confirm2
-    (wave 2) analysis.json files."""
+    """{(wave, family): decided family} from every wave's results/STUDY/<name>/analysis.json (studies/waves/:
+    confirm, confirm2, rung1)."""
     out = {}
     for study in sorted(os.listdir(results)) if os.path.isdir(results) else ():
-        for sub, wave in (("confirm", 1), ("confirm2", 2), ("rung1", 3)):
-            path = os.path.join(results, study, sub, "analysis.json")
+        for w in wave.waves().values():
+            path = os.path.join(results, study, w["name"], "analysis.json")
             if not os.path.isfile(path):
                 continue
             with open(path) as fh:
                 conf = json.load(fh).get("confirmatory") or {}
-            if wave == 1 and conf.get("family"):
-                out[1, conf["family"]["study"]] = conf["family"]
+            if w["layout"] == "family" and conf.get("family"):
+                out[w["wave"], conf["family"]["study"]] = conf["family"]
             for name, fam in (conf.get("families") or {}).items():
-                out[wave, name] = fam
+                out[w["wave"], name] = fam
     return out
-
-
-def hypothesis_status(h):
-    """One decided hypothesis -> (status, words)."""
-    if h is None:
-        return "pending", "pending: not run yet"
-    if h.get("not_read"):
-        return "undecided", f"not read: {h['not_read']}"
-    if h.get("opposite"):
-        return "refuted", "passed opposite to the seed"
-    if h.get("passed"):
-        return "confirmed", (f"equivalent within +-{f(h['margin'], '.3g')}" if h.get("margin") is not None
-                             else "passed, as the seed")
-    if h.get("margin") is not None:
-        lo, hi = h["ci"] if h.get("ci") else (None, None)
-        if lo is not None and (lo > h["margin"] or hi < -h["margin"]):
-            return "refuted", f"not equivalent: interval outside +-{f(h['margin'], '.3g')}"
-        return "undecided", f"not shown equivalent (margin +-{f(h['margin'], '.3g')})"
-    if h.get("p") is None:
-        return "undecided", "undefined: no test"
-    return "undecided", "not distinguishable" + (f"; detectable: {f(h['mde'], '.3g')}" if h.get("mde") else "")
-
-
-def find(fams, wave, family, hid):
-    fam = fams.get((wave, family))
-    return next((h for h in (fam or {}).get("hypotheses", []) if h.get("id") == hid), None)
 
 
 def claim_row(c, fams):
@@ -99,51 +76,50 @@ def combined(statuses):
 
 
 def rung_row(c, tests, fams):
-    """The claim at the larger rung (studies/rung.py): each tiny test's rerun (its rung verdict, effect, and the
-    comparison across sizes), the claim's rung status by the same rule, and holds / weakens / flips; or why it
-    has no rung (skipped, or not decided at the tiny size)."""
-    from studies import rung
-    index = rung.mirrors()
+    """The claim at the larger rung (studies/waves/rung1.toml): each tiny test's rerun (its rung verdict, effect,
+    and the comparison across sizes), the claim's rung status by the same rule, and holds / weakens / flips; or
+    why it has no rung (skipped, or not decided at the tiny size)."""
+    rw = wave.rung()
+    index = wave.mirrors(rw)
     rows = []
     for t in tests:
         key = (t["wave"], t["family"], t["id"])
         if key not in index:
             continue
         name, hid = index[key]
-        h = find(fams, 3, name, hid)
-        a = rung.across(find(fams, t["wave"], t["family"], t["id"]), h)
+        h = find(fams, rw["wave"], name, hid)
+        a = across(find(fams, t["wave"], t["family"], t["id"]), h)
         rows.append({"tiny": list(key), "family": name, "id": hid, "status": hypothesis_status(h)[0],
                      "gated_out": (h or {}).get("gated_out") or [],
                      "words": hypothesis_status(h)[1], "effect": (h or {}).get("effect"), "ci": (h or {}).get("ci"),
                      "n": (h or {}).get("n"), "p_holm": (h or {}).get("p_holm"), "margin": (h or {}).get("margin"),
                      "declared": (h or {}).get("declared"), "sd": (h or {}).get("sd"),
-                     "size": rung.RUNS[rung.FAMILIES[name]["runs"]]["size"], "across": a})
+                     "size": rw["runs"][rw["families"][name]["runs"]]["size"], "across": a})
     if not rows:
-        why = rung.skipped(combined([t["status"] for t in tests]), [(t["wave"], t["family"], t["id"]) for t in tests]) if tests else None
+        why = wave.skipped(rw, combined([t["status"] for t in tests]), [(t["wave"], t["family"], t["id"]) for t in tests]) if tests else None
         return {"status": None, "why": why or ("no test at the tiny size" if not tests else "not in the rung"),
                 "tests": []}
     st = combined([r["status"] for r in rows])
     missing = [f"w{t['wave']} {t['family']}/{t['id']}" for t in tests if (t["wave"], t["family"], t["id"]) not in index]
     tiny = combined([t["status"] for t in tests])
-    v = rung.verdict(tiny, st)
+    v = verdict(tiny, st)
     marks = list(dict.fromkeys(r["across"]["why"] for r in rows if r["across"].get("why")))
     if v == "weakens" and marks:  # why it weakened: too few seeds for the tiny effect, or a recipe not learned
         v += f" ({'; '.join(marks)})"
-    why = [f"not rerun: w{t['wave']} {t['family']}/{t['id']} ({rung.NOT_RERUN.get((t['wave'], t['family'], t['id']), 'not in the rung')})"
+    why = [f"not rerun: w{t['wave']} {t['family']}/{t['id']} ({wave.not_rerun(rw).get((t['wave'], t['family'], t['id']), 'not in the rung')})"
            for t in tests if (t["wave"], t["family"], t["id"]) not in index]
     return {"status": st, "verdict": v, "tests": rows, "not_rerun": missing, "why": "; ".join(why) or None}
 
 
 def walls(results):
-    """{(wave, study): confirmatory.wall} of the stored confirm / confirm2 / rung1 analyses (None: not analysed
-    yet). The rung's one sweep has one wall, stored in each of its run-studies' analyses."""
-    from studies import confirm, rung, wave2
+    """{(wave, study): confirmatory.wall} of every wave's stored analyses, results/STUDY/<name> (None: not
+    analysed yet). The rung's one sweep has one wall, stored in each of its run-studies' analyses."""
     out = {}
-    for wave, studies, sub in ((1, confirm.CONFIRM, "confirm"), (2, wave2.RUNS, "confirm2"), (3, rung.RUNS, rung.NAME)):
-        for study in studies:
-            path = os.path.join(results, study, sub, "analysis.json")
+    for w in wave.waves().values():
+        for study in w["runs"]:
+            path = os.path.join(results, study, w["name"], "analysis.json")
             conf = json.load(open(path)).get("confirmatory") if os.path.isfile(path) else None
-            out[wave, study] = (conf or {}).get("wall") if conf is not None else None
+            out[w["wave"], study] = (conf or {}).get("wall") if conf is not None else None
     return out
 
 
@@ -158,18 +134,21 @@ def ledger(results):
 
 
 def waves_line(led):
-    """Which confirmatory sweeps have been analysed, and their measured walls."""
-    parts = {1: [], 2: []}
-    total = {1: 0, 2: 0}
-    for x in (x for x in led["walls"] if x["wave"] in parts):  # the rung's wall: rung_md
+    """Which confirmatory sweeps have been analysed, and their measured walls (the rung's: rung_md)."""
+    ws = [w for w in wave.waves().values() if w.get("kind") != "rung"]
+    parts, total = {w["wave"]: [] for w in ws}, {w["wave"]: 0 for w in ws}
+    for x in (x for x in led["walls"] if x["wave"] in parts):
         wl = x["wall"]
         parts[x["wave"]].append(f"{x['study']} {wl['text'].split(' on ')[0]}" if wl else f"{x['study']} not analysed yet")
         total[x["wave"]] += wl["seconds"] if wl else 0
     hms = lambda t: f"{t // 3600} h {t % 3600 // 60} min {t % 60} s"
-    return (f"Measured walls on 2 cores, wave 1 (studies/confirm.py): {', '.join(parts[1])}; {hms(total[1])} in all. "
-            f"Wave 2 (studies/wave2.py, `CONFIRM=2 bash sweep.sh STUDY`): {', '.join(parts[2])}; {hms(total[2])} "
-            + ("so far. " if any(x["wall"] is None for x in led["walls"] if x["wave"] == 2) else "in all. ") +
-            "Each write-up says what else shared the cores.")
+    line = f"Measured walls on 2 cores, wave 1 ({ws[0]['declared_in']}): {', '.join(parts[1])}; {hms(total[1])} in all. "
+    for w in ws[1:]:
+        n = w["wave"]
+        line += (f"Wave {n} ({w['declared_in']}, `CONFIRM={n} bash sweep.sh STUDY`): {', '.join(parts[n])}; "
+                 f"{hms(total[n])} " + ("so far. " if any(x["wall"] is None for x in led["walls"] if x["wave"] == n)
+                                        else "in all. "))
+    return line + "Each write-up says what else shared the cores."
 
 
 def count_line(led):
@@ -223,12 +202,12 @@ RUNG_VERDICTS = ("holds", "weakens", "flips", "pending")
 def rung_md(led):
     """The front page's lines on the larger rung: which decided claims hold, weaken or flip there; which were
     skipped and why; the plot of effect against size."""
-    from studies import rung
+    rw = wave.rung()
     rows = [r for r in led["rows"] if r["status"] in ("confirmed", "refuted")]
     by = lambda v: ", ".join(r["id"] for r in rows if (r["rung"].get("verdict") or "").split(" ")[0] == v) or "none"
     skipped = [r for r in rows if r["rung"]["status"] is None]
-    sizes = ", ".join(f"{k} {v['size']}" for k, v in rung.RUNS.items())
-    L = [f"**At a larger size** (the rung, `bash sweep.sh rung1`: {sizes}; studies/rung.py), the claims decided at "
+    sizes = ", ".join(f"{k} {v['size']}" for k, v in rw["runs"].items())
+    L = [f"**At a larger size** (the rung, `bash sweep.sh {rw['name']}`: {sizes}; {rw['declared_in']}), the claims decided at "
          "the tiny size:", "",
          f"- Hold (the same verdict): {by('holds')}.",
          f"- Weaken (undecided at the larger size): {by('weakens')}.",
@@ -262,7 +241,7 @@ def full_md(led):
             + (f", {ci(t['effect'], *(t['ci'] or (None, None)), '+.3g')}, Holm p {f(t['p_holm'], '.2g')}, "
                f"{t['n']} seeds" if t["effect"] is not None else "") for t in r["tests"]) or r["untestable"]
         rows.append([r["id"], quote(r), r["tiny"], r["status"], tests, rung_cell(r)])
-    L += table(["#", "the seed's words", "in tiny terms", "status", "tests", "larger rung (studies/rung.py)"], rows) + [""]
+    L += table(["#", "the seed's words", "in tiny terms", "status", "tests", f"larger rung ({wave.rung()['declared_in']})"], rows) + [""]
     L += ["## Sentences left out, and why", ""]
     L += table(["paper", "sentence", "why not a result claim"], [[e["paper"], f"\"{e['quote']}\"", e["why"]]
                                                                 for e in led["excluded"]]) + [""]
@@ -309,8 +288,8 @@ def sizes_plot(led, path):
     their margin (right). The seeds' own sizes are marked where their documents state them (QAT 15M-100M;
     Cracks 7B); the other seed abstracts state none. The tiny point of a family spanning sizes (the QAT nulls
     over 14K-39K) sits at its largest size (each rung hypothesis's `params`)."""
-    from studies import rung
     from studies.common import figures
+    rw = wave.rung()
     pts = {}
     for r in led["rows"]:
         for t in r["rung"]["tests"]:
@@ -325,7 +304,7 @@ def sizes_plot(led, path):
     for ax, equiv in ((axes[0][0], False), (axes[0][1], True)):
         sel = [(k, v) for k, v in pts.items() if (v["tiny"]["margin"] is not None) == equiv and (equiv or v["tiny"]["sd"])]
         for i, (k, v) in enumerate(sel):
-            params = dict(zip(("tiny", "rung"), next(d["params"] for d in rung.FAMILIES[k[0]]["hypotheses"]
+            params = dict(zip(("tiny", "rung"), next(d["params"] for d in rw["families"][k[0]]["hypotheses"]
                                                      if d["id"] == k[1])))
             scale = v["tiny"]["margin"] if equiv else v["tiny"]["sd"] / (v["tiny"]["declared"] or 1)
             xs, ys, lo, hi, cols = [], [], [], [], []
@@ -344,7 +323,7 @@ def sizes_plot(led, path):
             if xs:
                 ax.annotate(f"{k[1]} ({', '.join(v['claims'])})", (xs[-1], ys[-1]), fontsize=5, xytext=(3, 0),
                             textcoords="offset points")
-        for paper, (a, b) in rung.SEED_SIZES.items():
+        for paper, (a, b) in rw["seed_sizes"].items():
             ax.axvspan(a, b * 1.05, color="0.85")
             ax.text(a, 0.98, f"{paper} seed", transform=ax.get_xaxis_transform(), fontsize=5, va="top")
         ax.set_xscale("log")

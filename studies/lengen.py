@@ -1,11 +1,14 @@
 """
 The lengen study: length generalisation on algorithmic tasks (train short, test long). Exact
 match by input length per (task, encoding) over seeds, gated in distribution, and the
-training-length threshold sweep. Reads top to bottom: its report, its markdown, its plots.
+training-length threshold sweep. Reads top to bottom: its report, its markdown, its plots, then the
+confirmatory waves' outcomes and gates (the functions studies/waves/*.toml name).
 """
 import copy
 import os
 from collections import defaultdict
+
+import numpy as np
 
 from studies.stats import BETTER_LEVEL, MIN_SEEDS, paired_acc, paired_hypothesis, seed_stats
 from studies.common import (dget, f, family_md, figures, no_data, num, paired_cell, parse_int, pm, run_kind, table,
@@ -391,3 +394,117 @@ def threshold_plot(th):
         ax.axhline(th["gate"], color="grey", ls="--", lw=1)
         ax.set(title=task, xlabel="maximum training length N", ylabel="exact match at N+1..2N", ylim=(-0.03, 1.03))
     return [("lengen_threshold.png", fig)]
+
+
+# -----------------------------------------------------------------------------
+# The confirmatory waves' outcomes and gates (studies/waves/*.toml `outcome_fn` / `gate_fn` = "lengen.NAME", with
+# their `args`), from a report: {"per_seed": {seed: value}}, with "gated_out": the seeds a gate dropped.
+
+LG_DEPTH = 3  # copy's and sort's recipe depth (sweep.sh lengen_recipe): the threshold rows lg-bounds reads
+
+
+def cell(rep, task, enc):
+    """The main grid's (task, encoding) cell of a report (no variant), or None."""
+    return next((c for c in (rep.get("lengen") or {}).get("cells", [])
+                 if c["task"] == task and c["encoding"] == enc and not c.get("variant")), None)
+
+
+def pair_gate(rep, task, encs, level):
+    """Wave 1's gate: the seeds whose runs of the task with every encoding of encs reach `level` exact match in
+    distribution."""
+    cells = {c["encoding"]: c for c in rep["lengen"]["cells"] if c["task"] == task and not c.get("variant")}
+    ok = [set(s for s, v in cells[e]["in_dist"]["per_seed"].items() if v is not None and v >= level)
+          for e in encs if e in cells]
+    return {str(s) for s in set.intersection(*ok)} if len(ok) == len(encs) else set()
+
+
+def task_pair(rep, task, enc, ref, level):
+    """Per seed enc's score past N minus ref's on one task; a seed is kept when both runs reach `level` in
+    distribution."""
+    a, b = cell(rep, task, enc), cell(rep, task, ref)
+    if a is None or b is None:
+        return {"per_seed": {}}
+    keep, drop = {}, []
+    for s, v in a["score"]["per_seed"].items():
+        if s in b["score"]["per_seed"]:
+            if all((c["in_dist"]["per_seed"].get(s) or 0) >= level for c in (a, b)):
+                keep[s] = v - b["score"]["per_seed"][s]
+            else:
+                drop.append(s)
+    return {"per_seed": keep, "gated_out": [str(s) for s in sorted(drop)]}
+
+
+def tasks_pooled(rep, enc, ref, tasks, level):
+    """Per seed the mean over tasks of (enc - ref) score past N; a seed is kept when both runs of every task
+    reach `level` in distribution (the tasks each learns), else gated out."""
+    per, out, dropped = {}, {}, set()
+    for t in tasks:
+        a, b = cell(rep, t, enc), cell(rep, t, ref)
+        if a is None or b is None:
+            return {"per_seed": {}, "gated_out": []}
+        for s, v in a["score"]["per_seed"].items():
+            if s not in b["score"]["per_seed"]:
+                continue
+            if not all((c["in_dist"]["per_seed"].get(s) or 0) >= level for c in (a, b)):
+                dropped.add(s)
+            per.setdefault(s, []).append(v - b["score"]["per_seed"][s])
+    for s, v in per.items():
+        if s not in dropped and len(v) == len(tasks):
+            out[s] = float(np.mean(v))
+    return {"per_seed": out, "gated_out": [str(s) for s in sorted(dropped)]}
+
+
+def _lg_points(rep, task):
+    """{budget (iters): {N: point}} of the NoPE threshold rows of a task at its recipe depth (a row per step
+    budget; the pilot's rows, stored before rows carried iters, are one budget)."""
+    rows = [r for r in ((rep.get("lengen") or {}).get("threshold") or {}).get("rows", [])
+            if r["task"] == task and r["encoding"] == "nope" and r["n_layer"] == LG_DEPTH]
+    return {r.get("iters") or 0: {p["train_len"]: p for p in r["by_train_len"]} for r in rows}
+
+
+def lg_rise(rep, task):
+    """Per seed, averaged over the step budgets: the score past N (N+1..2N) at the largest N minus at the smallest."""
+    out, pts_by = defaultdict(list), _lg_points(rep, task)
+    for pts in pts_by.values():
+        if len(pts) < 2:
+            continue
+        a, z = pts[max(pts)]["at_2x"]["per_seed"], pts[min(pts)]["at_2x"]["per_seed"]
+        for s in a:
+            if s in z and a[s] is not None and z[s] is not None:
+                out[s].append(a[s] - z[s])
+    return {"per_seed": {s: float(np.mean(v)) for s, v in out.items() if len(v) == len(pts_by)}}
+
+
+def lg_reaches(rep, task, level):
+    """Per seed min(exact match on 1..N, on N+1..2N) - level at the largest N and step budget."""
+    pts = _lg_points(rep, task)
+    if not pts:
+        return {"per_seed": {}}
+    b = max(pts)
+    p = pts[b][max(pts[b])]
+    ind, past = p["in_dist"]["per_seed"], p["at_2x"]["per_seed"]
+    return {"per_seed": {s: min(ind[s], past[s]) - level for s in past if s in ind and None not in (ind[s], past[s])}}
+
+
+def _lg_multiples(pts):
+    """{multiple of the task's smallest step budget: its points}: each task's budgets are its own recipe's steps
+    times the declared multiples (copy 600 and 1200, sort 800 and 1600), so two tasks pair by the multiple."""
+    lo = min(pts) if pts else 0
+    return {(round(b / lo) if lo else 1): p for b, p in pts.items()}
+
+
+def lg_richer(rep, simpler, harder):
+    """Per seed, averaged over the budgets (paired by multiple): the simpler task's score past N minus the
+    harder one's, at the largest N both ran."""
+    c, s_ = _lg_multiples(_lg_points(rep, simpler)), _lg_multiples(_lg_points(rep, harder))
+    out = defaultdict(list)
+    for b in set(c) & set(s_):
+        if not set(c[b]) & set(s_[b]):
+            continue
+        N = max(set(c[b]) & set(s_[b]))
+        a, z = c[b][N]["at_2x"]["per_seed"], s_[b][N]["at_2x"]["per_seed"]
+        for s in a:
+            if s in z and None not in (a[s], z[s]):
+                out[s].append(a[s] - z[s])
+    n = len(set(c) & set(s_))
+    return {"per_seed": {s: float(np.mean(v)) for s, v in out.items() if len(v) == n}}

@@ -1,7 +1,8 @@
 """
 The longctx study: inhibiting features vs context extension (arXiv 2608.10296). The
 inhibiting-feature count -> extension outcome on a factorial grid. Reads top to bottom: what it
-reads (longctx_rows), its report, its markdown, its plots.
+reads (longctx_rows), its report, its plots, then the confirmatory waves' outcomes (the functions
+studies/waves/*.toml name). Its markdown: studies/longctx_md.py.
 """
 import math
 from collections import defaultdict
@@ -10,8 +11,7 @@ import numpy as np
 
 from studies.stats import (binomial_half_width, blocked_factorial, coef_mde, decide_family, factorial_design, loo_r2,
                    model_hypothesis, nested_f, ols, paired_hypothesis, pearson, remove_one, samples_for_ci, sd1, spearman, t_half_width)
-from studies.common import (ci, dget, f, family_md, figures, lineage_root, no_data, num, parse_int, pretrain_block,
-                     run_kind, table)
+from studies.common import dget, f, figures, lineage_root, num, parse_int, pretrain_block, run_kind
 
 
 FEATURES = ("qk_norm", "gqa", "swa", "short_ctx")
@@ -560,121 +560,6 @@ def longctx_decide(lc):
     return lc
 
 
-def effects_table(o, digits):
-    """The main effects of an outcome report (outcome_report) as a markdown table, `digits` decimals."""
-    return table(["feature", "effect [95% CI]", "sd over seeds", "abs(effect) / init sd"],
-                 [[e["feature"], ci(e["effect"], e["lo"], e["hi"], f"+.{digits}f"), f(e["seed_sd"], f".{digits}f"),
-                   f(e["effect_over_init_sd"], ".1f")] for e in o["effects"]]) + [""]
-
-
-def model_choice_md(o):
-    """The model leave-one-cell-out R^2 picks, and what the main effects mean under it: with the
-    pairwise model chosen, its interactions whose 95% CI excludes 0 are named (the main effects stay
-    the additive model's, which in a balanced factorial are each feature's effect averaged over the
-    others' levels, whatever the interactions)."""
-    best = o.get("best_by_loco")
-    if not best:
-        return []
-    line = f"Model chosen by leave-one-cell-out R^2: **{best}** (by leave-one-run-out: {o.get('best_by_loo')})."
-    if best == "pairwise":
-        m = next(x for x in o["models"] if x["model"] == "pairwise")
-        inter = [c for c in m["coefs"] if ":" in c["name"] and (c["lo"] > 0 or c["hi"] < 0)]
-        line += (" Its interactions with a 95% CI over runs excluding 0 (descriptive, outside the family): " + ("; ".join(
-            f"{c['name']} {ci(c['est'], c['lo'], c['hi'], '+.4f')}" for c in inter) if inter else "none") +
-            ". The main effects below are the additive fit's: in a balanced factorial, each feature's effect averaged "
-            "over the other features' levels; an interaction means that effect differs between those levels.")
-    return [line, ""]
-
-
-def f_tests(o):
-    """The nested F tests of an outcome report in one line."""
-    return "; ".join(f"{t['test']}: F={f(t['F'], '.2f')} ({t['df1']}, {t['df2']}), p={f(t['p'], '.3g')}" for t in o["tests"])
-
-
-def longctx_md(lc):
-    if not (lc and lc["outcomes"]):
-        return no_data("longctx")
-    L = ["## 4. Long-context extensibility vs inhibiting features (arXiv 2608.10296)", "",
-         f"Pretraining contexts {lc['contexts']}; short context = {lc['short_block'] or 'n/a (need two contexts)'}. "
-         f"Main recipe: {lc['main_recipe']} ({lc['recipes'].get(lc['main_recipe'], len(lc['runs']))} runs); "
-         f"recipes: {', '.join(f'{r} ({n})' for r, n in lc['recipes'].items()) or '-'}. Features: "
-         f"{', '.join(FEATURES)} (1 = present). Effects are in the outcome's units, 95% confidence intervals in "
-         f"brackets; init sd = pooled sd over seeds within a cell.", ""]
-    L += gain_md(lc)
-    L += retrieval_md(lc)
-    L += family_md(lc.get("family"))
-    if lc.get("empty_outcomes"):
-        L += ["Not analysed, no value in any run of the main recipe: " + ", ".join(
-            f"{k} (eval.json target.{OUTCOMES[k][2]})" if OUTCOMES[k][2] else k for k in lc["empty_outcomes"]) + ".", ""]
-    if lc.get("constant_outcomes"):
-        L += ["Not analysed, one value in every run of the main recipe: " + ", ".join(
-            f"{k} = {v:g}" for k, v in lc["constant_outcomes"].items()) + ".", ""]
-    sk = lc.get("sinks")
-    if sk:
-        L += [f"Sinks (main recipe's roots): sink rate {f(sk['rate_min'], '.3f')} .. {f(sk['rate_max'], '.3f')}; " +
-              ("no head sinks, so the QK-norm -> sink -> outcome path is not tested." if not sk["path"] else
-               f"QK-norm on the sink rate {ci(sk['path']['qk_norm_on_sink_rate']['est'], sk['path']['qk_norm_on_sink_rate']['lo'], sk['path']['qk_norm_on_sink_rate']['hi'], '+.3f')}; "
-               "sink rate -> loss within each context: " + ", ".join(
-                   f"ctx {w['ctx']}: slope {f(w['slope'], '+.3g')}, R^2 {f(w['r2'], '.2f')}" for w in sk["path"]["within_ctx"])), ""]
-    outs = lc["outcomes"]
-    if outs:
-        first = next(iter(outs.values()))
-        L += table(["cell " + "/".join(FEATURES), "count", "n"] + list(outs),
-                   [[c["cell"], str(c["count"]), str(c["n"])] +
-                    [f"{f(cm['mean'], '.4f')} ± {f(cm['sd'], '.3f')}" for cm in
-                     (next((x for x in o["cells"] if x["cell"] == c["cell"]), {"mean": None, "sd": None})
-                      for o in outs.values())] for c in first["cells"]]) + [""]
-    for key, o in outs.items():
-        sv = o["seed_variance"]
-        rd = o.get("relative_drop")
-        L += [f"### {key}: {o['what']} ({'higher' if o['higher_is_better'] else 'lower'} is better)", ""]
-        if rd:
-            L += [f"Headline: the worst cell ({rd['worst_cell']}, {f(rd['worst'], '.4f')}) is {f(rd['drop_pct'], '.1f')}% "
-                  f"from the best ({rd['best_cell']}, {f(rd['best'], '.4f')}).", ""]
-        L += model_choice_md(o)
-        L += [
-              f"{o['n']} runs, {o['n_cells']} cells, seeds {o['seeds']}. Init swing: sd {f(sv['init_sd'], '.4f')} "
-              f"({sv['dof']} dof); the largest range over seeds in a cell is {f(sv['swing_share_max'], '.0%')} of the "
-              f"range of the cell means ({f(sv['cell_mean_range'], '.4f')}), median {f(sv['swing_share_median'], '.0%')}.", ""]
-        L += effects_table(o, 4)
-        L += table(["model", "params", "R^2", "LOO R^2 (runs)", "LOO R^2 (cells)", "coefficients [95% CI]"],
-                   [[m["model"], str(m["k"]), f(m["r2"], ".3f"), f(m["loo_r2"], ".3f"), f(m["loco_r2"], ".3f"),
-                     "; ".join(f"{c['name']} {ci(c['est'], c['lo'], c['hi'], '+.4f')}" for c in m["coefs"]
-                               if c["name"] != "intercept" and (m["model"] != "pairwise" or ":" in c["name"]))
-                     or "the cell means"] for m in o["models"]]) + [""]
-        L += ["Nested F tests: " + f_tests(o) + f". Best predictor by LOO R^2 over runs: **{o['best_by_loo']}**.", ""]
-        rem = o["remove_one"]
-        L += ["Remove one feature from the four-feature cell (increment = all four - the other three; equal "
-              "increments = the count hypothesis):", ""]
-        L += table(["feature", "increment [95% CI]", "n (4 / 3)"],
-                   [[r["feature"], ci(r["increment"], r["lo"], r["hi"], "+.4f"), "/".join(map(str, r["n"]))]
-                    for r in rem["increments"]]) + [""]
-        eq = rem["equal"]
-        L += [f"Equal increments: F={f(eq['F'], '.2f')} ({eq['df1']}, {eq['df2']}), p={f(eq['p'], '.3g')}.", ""]
-        if o["predictors"]:
-            L += ["Short-context predictors and sinks (exploratory: one predictor at a time, not corrected for "
-                  "multiple comparisons):", ""]
-            L += table(["predictor", "n", "slope", "R^2", "LOO R^2"],
-                       [[p["predictor"], str(p["n"]), f(p["slope"], "+.3g"), f(p["r2"], ".3f"), f(p["loo_r2"], ".3f")]
-                        for p in o["predictors"]]) + [""]
-        e = o["early"]
-        if e:
-            L += [f"Early extension (checkpoint {', '.join(e['ckpts'])}, same recipe) -> final: n={e['n']}, "
-                  f"R^2={f(e['r2'], '.3f')}, LOO R^2={f(e['loo_r2'], '.3f')}, Pearson {f(e['pearson'], '.3f')}, "
-                  f"Spearman {f(e['spearman'], '.3f')}.", ""]
-        if o["variants"]:
-            L += ["Robustness variants (each on its own; never pooled with the main recipe):", ""]
-            L += table(["recipe", "n", "mean", "- main (paired)", "r with main", "count slope [95% CI]", "count R^2 / LOO",
-                        "additive effects"],
-                       [[v["recipe"], str(v["n"]), f(v["mean"], ".4f"), f(v["minus_main"], "+.4f"), f(v["r_with_main"], ".2f"),
-                         ci(v["count"]["coefs"][0]["est"], v["count"]["coefs"][0]["lo"], v["count"]["coefs"][0]["hi"], "+.4f"),
-                         f"{f(v['count']['r2'], '.2f')} / {f(v['count_loo_r2'], '.2f')}",
-                         ", ".join([f"{c['name']} {f(c['est'], '+.3f')}" for c in (v["additive"] or {}).get("coefs", [])]
-                                   + [f"{k} = {x} in every run" for k, x in v.get("constant", {}).items()])]
-                        for v in o["variants"]]) + [""]
-    return L
-
-
 def sink_path(rows, key, level=0.95):
     """The seed's QK-norm -> attention sink -> outcome path, reported only where sinks form: the sink
     rate range over the roots first; where it varies, QK-norm's effect on the sink rate and the sink
@@ -695,54 +580,6 @@ def sink_path(rows, key, level=0.95):
             within.append({"ctx": ctx, "n": len(pts), "slope": fit["coefs"][1]["est"], "r2": fit["r2"]})
     out["path"] = {"outcome": key, "qk_norm_on_sink_rate": {k: q[k] for k in ("est", "lo", "hi")}, "within_ctx": within}
     return out
-
-
-def gain_md(lc):
-    """The extension-gain check: does each recipe extend (lower loss at the target than the parent and
-    than training-free scaling)? A recipe whose mean gain is not positive is flagged."""
-    if not lc.get("gain"):
-        return []
-    L = ["### Does the extension extend? Extension gain at the target (nats; positive = the extension helps)", ""]
-    cell = lambda g: (f"{ci(g['mean'], g['lo'], g['hi'], '+.4f')}; runs > 0: {g['n_positive']}/{g['n']}, cells > 0: "
-                      f"{g['cells_positive']}/{g['n_cells']}") if g else "-"
-    L += table(["recipe", "vs the unextended parent", "vs training-free scaling", "vs the more-training control", "flag"],
-               [[g["recipe"] + (" (main)" if g["recipe"] == lc["main_recipe"] else ""), cell(g["gain_parent"]),
-                 cell(g["gain_free"]), cell(g.get("gain_more")), "**mean gain not positive**" if g["flagged"] else ""]
-                for g in lc["gain"]]) + [""]
-    for rec in lc["flagged_recipes"]:
-        L += [f"**FLAG: {rec} does not extend: its mean gain at the target is not positive; its outcomes measure "
-              f"a recipe that hurts, not what an extension recovers.**", ""]
-    return L
-
-
-def retrieval_md(lc):
-    """Exact-match retrieval at the target per cell, its gate and whether the cells span > 3 init sds."""
-    r = lc.get("retrieval")
-    if not r:
-        return []
-    L = [f"### Retrieval: {r['metric']} (main recipe)", "",
-         f"Samples per run {r['samples_per_run']} ({r['samples_rule']}). Gate: {r['gate']['metric']} >= "
-         f"{r['gate']['threshold']}; a cell is learned with at least {r['gate']['min_passing']} passing runs. Init sd "
-         f"{f(r['init_sd'], '.3f')} ({r['init_sd_dof']} dof), range of the cell means {f(r['cell_mean_range'], '.3f')}. "
-         f"**Verdict: {r['verdict']}.** The sampling CI is binomial (the passing runs' samples): a sampling component, "
-         "not an interval over seeds.", ""]
-    L += table(["cell " + "/".join(FEATURES), "runs passing / n", "samples", "exact match [95% sampling CI]",
-                "sd over seeds", "before the extension", "every run", "exact match at the pretraining length", "learned"],
-               [[c["cell"], f"{c['n_pass']} / {c['n']}", str(c["samples"]), ci(c["mean"], c["lo"], c["hi"], ".3f"),
-                 f(c["sd"], ".3f"), f(c["pre_mean"], ".3f"), f(c["mean_all"], ".3f"), f(c["id_exact"], ".3f"),
-                 "yes" if c["learned"] else "**no**"] for c in r["cells"]]) + [""]
-    sub = r.get("subfactorial")
-    if sub and sub["report"]:
-        o, (fx, v) = sub["report"], next(iter(sub["fixed"].items()))
-        L += [f"**The learned half: {fx} = {v}** (every one of its {len(sub['cells'])} cells learned; "
-              f"{', '.join(sub['features'])} crossed, {o['n']} runs; the cell means "
-              f"{'span' if sub['spans_3sd'] else 'do not span'} more than 3 init sds: range "
-              f"{f(sub['cell_mean_range'], '.3f')}, init sd {f(sub['init_sd'], '.3f')}). Main effects on the target "
-              f"exact match (additive model):", ""]
-        L += effects_table(o, 3)
-        L += ["Models: " + "; ".join(f"{m['model']} R^2 {f(m['r2'], '.2f')} (LOO {f(m['loo_r2'], '.2f')})"
-                                     for m in o["models"]) + ". Nested F tests: " + f_tests(o) + ".", ""]
-    return L
 
 
 def longctx_plots(rep):
@@ -767,3 +604,98 @@ def longctx_plots(rep):
         ax.set(xlabel="inhibiting-feature count", ylabel=key, title=f"{key} vs feature count")
         ax.legend(fontsize=6)
     return [("longctx_outcome_vs_count.png", fig)]
+
+
+
+# -----------------------------------------------------------------------------
+# The confirmatory waves' outcomes (studies/waves/*.toml `outcome_fn = "longctx.NAME"`), from a report: each
+# per seed over the 10 declared cells (feature count <= 1 or >= 3) of the main recipe's final extensions.
+
+def _cells10(rep, key, wave1=False):
+    """{seed: [row]} of the main recipe's final extensions with a value of key, seeds holding all 10 declared
+    cells. Wave 1 read every such row; wave 2 (cracks) leaves out the more-training and training-free rows."""
+    lc = rep.get("longctx") or {}
+    by = defaultdict(dict)
+    for w in lc.get("runs", []):
+        if (w["recipe"] == lc.get("main_recipe") and w["ckpt"] == "final" and w.get(key) is not None
+                and (w["count"] <= 1 or w["count"] >= 3) and (wave1 or not (w.get("control") or w.get("training_free")))):
+            by[str(w["seed"])][w["cell"]] = w
+    return {s: list(c.values()) for s, c in by.items() if len(c) == 10}
+
+
+def _compound(cells, key):
+    return {s: float(np.mean([w[key] for w in ws if w["count"] >= 3]) - np.mean([w[key] for w in ws if w["count"] <= 1]))
+            for s, ws in cells.items()}
+
+
+def _slope(cells, key):
+    return {s: float(np.polyfit([w["count"] for w in ws], [w[key] for w in ws], 1)[0]) for s, ws in cells.items()}
+
+
+def loss_compound(rep):
+    """Wave 1: per seed the mean loss at 512 of the >= 3-feature cells minus that of the <= 1-feature cells."""
+    return {"per_seed": _compound(_cells10(rep, "loss", wave1=True), "loss")}
+
+
+def loss_count_slope(rep):
+    """Wave 1: per seed the OLS slope of the loss at 512 on the feature count over its 10 cells."""
+    return {"per_seed": _slope(_cells10(rep, "loss", wave1=True), "loss")}
+
+
+def cracks_compound(rep):
+    """cracks: loss_compound's contrast of passkey exact match at 512."""
+    return {"per_seed": _compound(_cells10(rep, "exact"), "exact")}
+
+
+def cracks_slope(rep):
+    return {"per_seed": _slope(_cells10(rep, "exact"), "exact")}
+
+
+def cracks_minor(rep):
+    """Per seed each single-feature cell's exact match at 512 minus the no-feature cell's: 4 contrasts."""
+    out = defaultdict(dict)
+    for s, ws in _cells10(rep, "exact").items():
+        none = next(w["exact"] for w in ws if w["count"] == 0)
+        for w in ws:
+            if w["count"] == 1:
+                out[w["cell"]][s] = w["exact"] - none
+    return {"contrasts": dict(out)}
+
+
+def cracks_short_loss(rep):
+    """Per seed the Fisher z of the pooled within-context r (each context's mean removed) between the
+    pretraining run's smoothed final training loss and exact match at 512, over its 10 cells."""
+    out = {}
+    for s, ws in _cells10(rep, "exact").items():
+        x, y = [], []
+        for ctx in {w["ctx"] for w in ws}:
+            g = [w for w in ws if w["ctx"] == ctx and w.get("train_loss_smooth") is not None]
+            mx, my = np.mean([w["train_loss_smooth"] for w in g]), np.mean([w["exact"] for w in g])
+            x += [w["train_loss_smooth"] - mx for w in g]
+            y += [w["exact"] - my for w in g]
+        den = float(np.sqrt(np.sum(np.square(x)) * np.sum(np.square(y))))
+        if den > 0:
+            out[s] = float(np.arctanh(float(np.clip(np.dot(x, y) / den, -0.999999, 0.999999))))
+    return {"contrasts": {"within-context z": out}}
+
+
+def cracks_dropped(rep):
+    """Seeds with some but not all of the 10 declared cells (cracks' failure rule: dropped and named)."""
+    lc = rep.get("longctx") or {}
+    seen = {str(w["seed"]) for w in lc.get("runs", []) if w["recipe"] == lc.get("main_recipe")}
+    return sorted(seen - set(_cells10(rep, "exact")))
+
+
+def extends_gate(rep):
+    """cracks' gate: per seed the mean over its 10 cells of the parent's loss at the target minus the extended
+    model's (gain_parent), above 0 by a one-sided t over seeds at 0.05."""
+    from scipy import stats as st
+    per = {s: float(np.mean([w["gain_parent"] for w in ws])) for s, ws in _cells10(rep, "exact").items()
+           if all(w.get("gain_parent") is not None for w in ws)}
+    a = np.array(list(per.values()))
+    p = None
+    if a.size >= 2 and a.std(ddof=1) > 0:
+        p = float(st.t.sf(a.mean() / (a.std(ddof=1) / math.sqrt(a.size)), a.size - 1))
+    return {"test": "one-sided t over seeds that the mean gain > 0 (nats)", "n": int(a.size),
+            "effect": float(a.mean()) if a.size else None, "p": p, "passed": bool(p is not None and p < 0.05),
+            "per_seed": per}

@@ -1,10 +1,12 @@
 """
 The posenc study: positional encodings trained short, evaluated long on text and retrieval. Loss,
 LongPPL and retrieval by evaluation length per positional encoding, and chunk attention's
-ablations. Reads top to bottom: its report, its markdown, its plots.
+ablations. Reads top to bottom: its report, its markdown, its plots, then the confirmatory waves'
+outcomes and gates (the functions studies/waves/*.toml name).
 """
 import copy
 import math
+from collections import defaultdict
 
 import numpy as np
 
@@ -358,3 +360,63 @@ def posenc_plots(rep):
         ax.set_xticks(lengths, [str(L) for L in lengths])  # the evaluated lengths, not 2x10^2 ...
         ax.minorticks_off()
     return [("posenc_length.png", fig)]
+
+
+# -----------------------------------------------------------------------------
+# The confirmatory waves' outcomes and gates (studies/waves/*.toml `outcome_fn` / `gate_fn` = "posenc.NAME", with
+# their `args`), from a report: {"per_seed": {seed: value}}, with "gated_out": the seeds a gate dropped.
+
+def _cell(rep, training, enc):
+    return next((c for c in (rep.get("posenc") or {}).get("cells", [])
+                 if c["training"] == training and c["encoding"] == enc), None)
+
+
+def _passkey_at(c, L):
+    return c["retrieval"]["passkey"]["exact"].get(str(L), {}).get("per_seed", {})
+
+
+def text_past(rep, enc, ref):
+    """Per seed the mean text loss past the training length (256-1024), enc minus ref (nats)."""
+    a, b = _cell(rep, "text", enc), _cell(rep, "text", ref)
+    if a is None or b is None:
+        return {"per_seed": {}}
+
+    def past(c):
+        out = defaultdict(list)
+        for L, v in c["loss_by_length"].items():
+            if int(L) > c["train_len"]:
+                for s, x in v["per_seed"].items():
+                    out[s].append(x)
+        return {s: float(np.mean(v)) for s, v in out.items()}
+    pa, pb = past(a), past(b)
+    return {"per_seed": {s: pa[s] - pb[s] for s in pa if s in pb}}
+
+
+def passkey_past(rep, enc, ref, level, gate_both=True):
+    """Per seed passkey exact match past the training length, enc minus ref; a seed is kept when ref's run (and,
+    with gate_both, enc's) reaches `level` at the training length."""
+    a, b = _cell(rep, "task_mix:passkey", enc), _cell(rep, "task_mix:passkey", ref)
+    if a is None or b is None:
+        return {"per_seed": {}}
+    ga, gb = _passkey_at(a, a["train_len"]), _passkey_at(b, b["train_len"])
+    keep, drop = {}, []
+    for s, v in a["score"]["per_seed"].items():
+        if s not in b["score"]["per_seed"]:
+            continue
+        if (gb.get(s) or 0) >= level and (not gate_both or (ga.get(s) or 0) >= level):
+            keep[s] = v - b["score"]["per_seed"][s]
+        else:
+            drop.append(s)
+    return {"per_seed": keep, "gated_out": [str(s) for s in sorted(drop)]}
+
+
+def passkey_pair_gate(rep, enc, ref, level):
+    """Wave 1's gate: the seeds whose passkey runs of enc and of ref both reach `level` exact match at the
+    training length."""
+    ok = []
+    for e in (enc, ref):
+        c = _cell(rep, "task_mix:passkey", e)
+        if c is None:
+            return set()
+        ok.append({str(s) for s, v in _passkey_at(c, c["train_len"]).items() if v is not None and v >= level})
+    return ok[0] & ok[1]

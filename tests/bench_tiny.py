@@ -32,9 +32,9 @@ import time
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HERE)
-from studies.confirm import CONFIRM  # noqa: E402 (the one list of studies)
+from studies import wave  # noqa: E402 (wave 1's run-studies: the one list of studies)
 
-STUDIES = tuple(CONFIRM)
+STUDIES = tuple(wave.get("confirm")["runs"])
 MAIN = "{py} train.py --bits 6 --warmdown 0.33 --quiet --out_dir {out}/main"
 EVAL_SKIP = {"wall_s", "eval_config", "versions", "device", "run", "checkpoint", "train_config", "model_config"}
 

@@ -1100,7 +1100,7 @@ def test_power_mode_prints_the_detectable_effect_and_the_seeds_needed(tmp_path, 
 def test_model_choice_names_the_chosen_models_interactions():
     """The markdown says which model leave-one-cell-out picks; when it is the pairwise one, it names
     the interactions whose CI excludes 0 (and only those), and what the main effects then mean."""
-    from studies import longctx as al
+    from studies import longctx_md as al
     pair = {"model": "pairwise", "coefs": [{"name": "swa", "est": -0.04, "lo": -0.05, "hi": -0.03},
                                             {"name": "swa:short_ctx", "est": -0.045, "lo": -0.07, "hi": -0.019},
                                             {"name": "qk_norm:gqa", "est": -0.01, "lo": -0.04, "hi": 0.01}]}

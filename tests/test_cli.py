@@ -66,3 +66,45 @@ def test_analyze_no_plots_before_the_folder(tmp_path):
                                                             "size": "1M"}, "metrics": {"val_loss": 3.0}}))
     assert analyze.main(["--no_plots", str(tmp_path)]) == 0
     assert (tmp_path / "analysis.json").exists() and not list(tmp_path.glob("*.png"))
+
+
+AMD_CPUINFO = """processor	: 0
+vendor_id	: AuthenticAMD
+cpu family	: 25
+model		: 1
+model name	: AMD EPYC
+stepping	: 1
+flags		: fpu avx512f
+
+processor	: 1
+vendor_id	: AuthenticAMD
+cpu family	: 25
+model		: 17
+model name	: AMD EPYC
+stepping	: 0
+"""
+INTEL_CPUINFO = """processor	: 0
+vendor_id	: GenuineIntel
+cpu family	: 6
+model		: 143
+model name	: Intel(R) Xeon(R) Processor
+stepping	: 8
+"""
+ARM_CPUINFO = """processor	: 0
+BogoMIPS	: 50.00
+CPU implementer	: 0x41
+CPU architecture: 8
+CPU variant	: 0x3
+CPU part	: 0xd0c
+CPU revision	: 1
+"""
+
+
+def test_cpu_model_tells_apart_cpus_of_one_generic_name():
+    """versions.cpu_model: vendor, family, model and stepping beside the model name (of the first processor),
+    so an Intel Xeon and an AMD EPYC, both 'AVX512' and named generically, are told apart; ARM by its part."""
+    assert cli.cpu_model(AMD_CPUINFO) == "AuthenticAMD family 25 model 1 stepping 1: AMD EPYC"
+    assert cli.cpu_model(INTEL_CPUINFO) == "GenuineIntel family 6 model 143 stepping 8: Intel(R) Xeon(R) Processor"
+    assert cli.cpu_model(ARM_CPUINFO) == "CPU implementer 0x41 part 0xd0c variant 0x3 revision 1"
+    assert cli.cpu_model("model name\t: Some CPU\n") == "Some CPU" and cli.cpu_model("") == ""
+    assert cli.this_cpu_model() and cli.versions()["cpu_model"] == cli.this_cpu_model()

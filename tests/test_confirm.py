@@ -1,4 +1,4 @@
-"""The confirmatory designs (studies/confirm.py, CONFIRM=1 bash sweep.sh STUDY): the seeds sweep.sh runs are
+"""The confirmatory designs of wave 1 (studies/waves/wave1.toml, CONFIRM=1 bash sweep.sh STUDY): the seeds sweep.sh runs are
 the declared fresh ones, the seed counts are the planner's on the stored pilot, the grid holds only the
 declared cells, and the analysis decides the declared family end to end on synthetic records of every run
 (planted effects found, a planted interaction not called equivalent, pilot seeds and mixed machines refused)."""
@@ -11,12 +11,15 @@ import pytest
 
 import analyze
 from conftest import ROOT
-from studies import confirm
+from studies import wave
 from test_analyze import write_algo, write_factorial, write_run
 from test_qat_study import write_records
 from test_sweep import env, sweep, train_steps  # noqa: F401 (env: the stub-python fixture)
 
-STUDIES = list(confirm.CONFIRM)
+W1 = wave.get("confirm")
+STUDIES = list(W1["runs"])
+PILOT_SEEDS = set(W1["pilot_seeds"])
+seeds_of = lambda study: wave.seeds(W1, study)  # noqa: E731
 COUNTS = {"qat": 8 * 3 * 2, "qat-probes": 13 * 3 * 2 * 2, "longctx": 10 * 10, "lengen": 16 * 3 * 2, "posenc": 8 * 3 * 2}
 
 
@@ -33,8 +36,8 @@ def test_the_grid_runs_the_declared_fresh_seeds_and_cells_only(study, tmp_path):
     lines = _lines(study, str(tmp_path))
     assert len(lines) == COUNTS[study]
     seeds = {int(train_steps(line)[train_steps(line).index("--seed") + 1]) for line in lines}
-    assert seeds == set(confirm.seeds(study)) and not seeds & confirm.PILOT_SEEDS
-    assert len(seeds) == confirm.PLANNED[study] >= confirm.MIN_CONFIRM_SEEDS
+    assert seeds == set(seeds_of(study)) and not seeds & PILOT_SEEDS
+    assert len(seeds) >= W1["min_seeds"]
     assert all(f"{tmp_path}/confirm/{study}/" in line for line in lines)  # apart from the pilot's runs
     args = [train_steps(line) for line in lines]
     val = lambda a, k, d=None: a[a.index(k) + 1] if k in a else d
@@ -62,11 +65,11 @@ def test_the_grid_runs_the_declared_fresh_seeds_and_cells_only(study, tmp_path):
 def test_the_declared_seed_counts_are_the_planners_on_the_stored_pilot(study):
     """analyze.py --power results/STUDY --confirm: >= 8, <= the cap, the most any hypothesis needs."""
     with open(os.path.join(ROOT, "results", study, "analysis.json")) as fh:
-        plan = confirm.confirm_plan(study, json.load(fh))
-    assert confirm.PLANNED[study] == plan["seeds"]
-    assert len(plan["plan"]["rows"]) == len(confirm.CONFIRM[study]["hypotheses"]) <= 4
+        plan = wave.plan(W1, study, json.load(fh))
+    assert len(seeds_of(study)) == plan["seeds"]
+    assert len(plan["families"][study]["rows"]) == len(W1["families"][study]["hypotheses"]) <= 4
     if not plan["capped"]:
-        assert plan["seeds"] == max(confirm.MIN_CONFIRM_SEEDS, plan["needed"])
+        assert plan["seeds"] == max(W1["min_seeds"], plan["needed"])
 
 
 def test_confirm_is_tiny_only(env):
@@ -106,7 +109,7 @@ def test_qat_end_to_end_a_planted_interaction_is_not_equivalent(tmp_path):
     assert rc == 0
     fam = rep["confirmatory"]["family"]
     h = {x["id"]: x for x in fam["hypotheses"]}
-    assert fam["m"] == 2 and fam["seeds_used"] == confirm.seeds("qat") and h["null"]["n"] == 8
+    assert fam["m"] == 2 and fam["seeds_used"] == seeds_of("qat") and h["null"]["n"] == 8
     assert not h["null"]["passed"] and h["null"]["margin"] == 0.01 and abs(h["null"]["effect"]) > 0.015
     assert not h["int4_wd33"]["passed"] and abs(h["int4_wd33"]["effect"]) < 0.005 and h["int4_wd33"]["declared"] == 1
     md = (out / "confirm" / "qat" / "analysis.md").read_text()
@@ -127,7 +130,7 @@ def test_longctx_end_to_end_planted_compounding_passes(tmp_path):
     """The 10 confirm cells at the 10 fresh seeds (write_factorial's runs; the count-2 cells removed): a loss
     rising by 0.03 nats a feature passes 'compound' and 'count_slope' in the declared direction, after the gate."""
     root = tmp_path / "confirm" / "longctx"
-    write_factorial(root, lambda z: 3.6 + 0.03 * sum(z.values()), seeds=tuple(confirm.seeds("longctx")))
+    write_factorial(root, lambda z: 3.6 + 0.03 * sum(z.values()), seeds=tuple(seeds_of("longctx")))
     for d in os.listdir(root):  # write_factorial names a run r<qk><gqa><swa><short>_s<seed>[-extension]
         if sum(map(int, d[1:5])) == 2:
             shutil.rmtree(root / d)
@@ -146,7 +149,7 @@ def test_longctx_end_to_end_planted_compounding_passes(tmp_path):
 
 def test_lengen_end_to_end_the_gate_drops_a_seed_and_names_it(tmp_path):
     root = tmp_path / "confirm" / "lengen"
-    seeds = confirm.seeds("lengen")
+    seeds = seeds_of("lengen")
     for i, s in enumerate(seeds):
         for task in ("copy", "sort", "parity_scratch"):
             write_algo(root, task, "rope", s, 0.99, 0.05 + 0.01 * (i % 3))
@@ -164,7 +167,7 @@ def test_posenc_end_to_end_retrieval_gate_and_text(tmp_path):
     planted 0.3 lower than RoPE's and chunk's retrieval 0.6 higher; one seed's chunk passkey run misses the
     in-distribution gate and leaves that hypothesis (named); the text hypotheses have no gate."""
     root = tmp_path / "confirm" / "posenc"
-    seeds = confirm.seeds("posenc")
+    seeds = seeds_of("posenc")
     lens = (128, 256, 512, 1024)
     for i, seed in enumerate(seeds):
         for enc, loss, exact in (("rope", (4.0, 4.6, 5.0, 5.4), (1.0, 0.2, 0.0, 0.0)),
@@ -193,7 +196,7 @@ def test_posenc_end_to_end_retrieval_gate_and_text(tmp_path):
 
 def test_pilot_seeds_and_mixed_machines_are_refused(tmp_path, capsys):
     root = tmp_path / "confirm" / "lengen"
-    for s in (0,) + tuple(confirm.seeds("lengen")[:3]):
+    for s in (0,) + tuple(seeds_of("lengen")[:3]):
         for task in ("copy", "sort", "parity_scratch"):
             for pos in ("rope", "nope"):
                 write_algo(root, task, pos, s, 0.99, 0.3)
@@ -220,9 +223,9 @@ def test_the_writeup_opens_with_the_generated_confirmatory_section(study):
         pilot = json.load(fh)
     conf_path = os.path.join(ROOT, "results", study, "confirm", "analysis.json")
     conf = json.load(open(conf_path)) if os.path.isfile(conf_path) else None
-    wall = ((conf or {}).get("confirmatory") or {}).get("wall")
-    assert confirm.CONFIRM_BEGIN in text and text.index(confirm.CONFIRM_BEGIN) < text.index("**Question")
-    assert confirm.with_confirmatory(text, study, conf, wall and wall.get("text"), pilot) == text, \
+    begin, _ = wave.markers(W1)
+    assert begin in text and text.index(begin) < text.index("**Question")
+    assert wave.with_section(W1, text, study, conf, pilot) == text, \
         f"results/{study}/README.md: run python analyze.py --verdicts results/{study}"
 
 
@@ -231,17 +234,17 @@ def test_the_wave1_page_quotes_the_generated_confirmatory_verdicts():
     results/*/confirm: every declared hypothesis, each with its verdict or 'pending', linked to its write-up."""
     with open(os.path.join(ROOT, "results", "wave1.md")) as fh:
         text = fh.read()
-    assert confirm.with_front(text, os.path.join(ROOT, "results"), "") == text, \
+    assert wave.with_front(text, os.path.join(ROOT, "results"), "") == text, \
         "run python analyze.py --front results/wave1.md"
     assert "](qat/README.md)" in text and "](results/" not in text  # links from results/ itself
-    section = text.split(confirm.FRONT_BEGIN, 1)[1].split(confirm.FRONT_END, 1)[0]
-    n = sum(len(c["hypotheses"]) for c in confirm.CONFIRM.values())
+    section = text.split(wave.FRONT_BEGIN, 1)[1].split(wave.FRONT_END, 1)[0]
+    n = sum(len(c["hypotheses"]) for c in W1["families"].values())
     assert section.count("\n| [") == n
 
 
 def test_front_rewrites_only_its_section(tmp_path, capsys):
     (tmp_path / "results").mkdir()
-    (tmp_path / "README.md").write_text(f"before\n{confirm.FRONT_BEGIN}\nstale\n{confirm.FRONT_END}\nafter\n")
+    (tmp_path / "README.md").write_text(f"before\n{wave.FRONT_BEGIN}\nstale\n{wave.FRONT_END}\nafter\n")
     assert analyze.main(["--front", str(tmp_path / "README.md")]) == 0
     text = (tmp_path / "README.md").read_text()
     assert text.startswith("before\n") and text.endswith("after\n") and "stale" not in text and "pending" in text

@@ -9,10 +9,12 @@ import pytest
 
 import analyze
 from conftest import ROOT
-from studies import claims, confirm, ledger, rung, wave2
+from studies import claims, ledger, wave
 
-DECLARED = ({(1, s, h["id"]) for s, c in confirm.CONFIRM.items() for h in c["hypotheses"]}
-            | {(2, n, h["id"]) for n, c in wave2.FAMILIES.items() for h in c["hypotheses"]})
+TINY = [w for w in wave.waves().values() if w.get("kind") != "rung"]  # the rung reruns their tests: no claim of its own
+DECLARED = {(w["wave"], n, h["id"]) for w in TINY for n, c in w["families"].items() for h in c["hypotheses"]}
+GATE_IDS = {h["id"] for w in TINY for c in w["families"].values() for h in c["hypotheses"] if h.get("gate")}
+W2, RW = wave.get("confirm2"), wave.rung()
 
 
 def test_every_claim_is_quoted_declared_and_has_a_reason():
@@ -22,11 +24,11 @@ def test_every_claim_is_quoted_declared_and_has_a_reason():
         assert c["quote"] and c["tiny"], c["id"]
         for t in c["tests"]:
             assert tuple(t) in DECLARED, f"{c['id']}: {t} is no declared hypothesis"
-            assert t[2] not in confirm.GATE_IDS, f"{c['id']}: a gate is not a claim's test"
+            assert t[2] not in GATE_IDS, f"{c['id']}: a gate is not a claim's test"
         assert c["tests"] or c["untestable"], f"{c['id']}: neither a test nor a reason"
     # every declared hypothesis but the gate decides at least one claim
     used = {tuple(t) for c in claims.CLAIMS for t in c["tests"]}
-    assert {d for d in DECLARED if d[2] not in confirm.GATE_IDS} <= used
+    assert {d for d in DECLARED if d[2] not in GATE_IDS} <= used
 
 
 def test_statuses_follow_the_decided_hypotheses():
@@ -65,26 +67,26 @@ def test_the_front_page_and_results_ledger_are_generated():
         assert fh.read() == "\n".join(ledger.full_md(led)) + "\n", "run python analyze.py --ledger README.md"
 
 
-@pytest.mark.parametrize("study", list(wave2.RUNS))
+@pytest.mark.parametrize("study", list(W2["runs"]))
 def test_the_writeup_carries_the_generated_wave2_section(study):
     with open(os.path.join(ROOT, "results", study, "README.md")) as fh:
         text = fh.read()
     pilot = analyze.pilot_report(os.path.join(ROOT, "results", study), study)
     path = os.path.join(ROOT, "results", study, "confirm2", "analysis.json")
     conf = json.load(open(path)) if os.path.isfile(path) else None
-    assert wave2.W2_BEGIN in text
-    assert wave2.with_section(text, study, conf, pilot) == text, f"run python analyze.py --verdicts results/{study}"
+    assert wave.markers(W2)[0] in text
+    assert wave.with_section(W2, text, study, conf, pilot) == text, f"run python analyze.py --verdicts results/{study}"
 
 
-@pytest.mark.parametrize("study", list(rung.RUNS))
+@pytest.mark.parametrize("study", list(RW["runs"]))
 def test_the_writeup_carries_the_generated_rung_section(study):
     with open(os.path.join(ROOT, "results", study, "README.md")) as fh:
         text = fh.read()
-    path = os.path.join(ROOT, "results", study, rung.NAME, "analysis.json")
+    path = os.path.join(ROOT, "results", study, RW["name"], "analysis.json")
     conf = json.load(open(path)) if os.path.isfile(path) else None
     tiny = ledger.load_families(os.path.join(ROOT, "results"))
-    assert rung.RUNG_BEGIN in text
-    assert rung.with_section(text, study, conf, tiny) == text, f"run python analyze.py --verdicts results/{study}"
+    assert wave.markers(RW)[0] in text
+    assert wave.with_section(RW, text, study, conf, tiny) == text, f"run python analyze.py --verdicts results/{study}"
 
 
 def test_ledger_mode_writes_only_with_markers(tmp_path):

@@ -12,14 +12,14 @@ import pytest
 
 from conftest import ROOT
 
-from studies.confirm import CONFIRM
+from studies import wave
 from tools import rehearse
 from studies.longctx import OUTCOMES as LONGCTX_OUTCOMES, RETRIEVAL
 import train
 from model import SIZES
 
 SWEEP = os.path.join(ROOT, "sweep.sh")
-STUDIES = tuple(CONFIRM)  # every study declares its confirmatory family there: the one list
+STUDIES = tuple(wave.get("confirm")["runs"])  # every study declares its wave-1 family: the one list
 
 
 def dry(tmp_path, study, **env):

@@ -1,4 +1,4 @@
-"""The larger rung (studies/rung.py, bash sweep.sh rung1): one sweep runs every run-study's declared cells at the
+"""The larger rung (studies/waves/rung1.toml, bash sweep.sh rung1): one sweep runs every run-study's declared cells at the
 rung's sizes and fresh seeds, and nothing else; the analysis (analyze.py --confirm --wave 3) decides every rung
 family end to end on synthetic records of every job (planted effects found, a planted flip refuted, gates that
 drop and name a seed); the ledger puts each decided claim's tiny and rung verdicts side by side, with the
@@ -17,12 +17,17 @@ import analyze
 import evaluate
 import train
 from conftest import ROOT
-from studies import confirm, ledger, rung, wave2
+from studies import ledger, rung, wave
 from test_qat_study import write_records
 from test_sweep import SWEEP, calls, env, sweep  # noqa: F401 (env: the stub-python fixture)
 from test_wave2 import steps, swing, task_records, train_args, val, write_grid_probes, write_jobs
 
-RUN_STUDIES = list(rung.RUNS)  # qat, qat-probes, lengen, posenc
+RW, W1, W2 = wave.get("rung1"), wave.get("confirm"), wave.get("confirm2")
+C = RW["constants"]  # the rung's sizes and parameter counts
+RUN_STUDIES = list(RW["runs"])  # qat, qat-probes, lengen, posenc
+SEED_START = 300  # fresh: the pilots 0-2, wave 1 100-115, wave 2 200-215
+seeds_of = lambda study: wave.seeds(RW, study)  # noqa: E731
+families_of = lambda study: wave.families_of(RW, study)  # noqa: E731
 
 
 def _lines(out):
@@ -33,7 +38,7 @@ def _lines(out):
 
 
 def per_seed(study):
-    return int(re.search(r"(\d+) runs a seed", rung.RUNS[study]["cells"]).group(1))
+    return int(re.search(r"(\d+) runs a seed", RW["runs"][study]["cells"]).group(1))
 
 
 def study_of(line, out):
@@ -51,13 +56,12 @@ def grid(tmp_path_factory):
 
 def test_the_rung_grid_runs_the_declared_sizes_seeds_and_cells_only(grid):
     out, lines = grid
-    earlier = confirm.PILOT_SEEDS | set().union(*map(set, confirm.wave_seeds(1).values()),
-                                                   *map(set, confirm.wave_seeds(2).values()))
+    earlier = set(W1["pilot_seeds"]) | set().union(*(set(r["seeds"]) for w in (W1, W2) for r in w["runs"].values()))
     by = {s: [ln for ln in lines if study_of(ln, out) == s] for s in RUN_STUDIES}
     assert sum(map(len, by.values())) == len(lines)  # every job belongs to a declared run-study
     for s, mine in by.items():
-        seeds = rung.seeds(s)
-        assert seeds[0] == rung.SEED_START and rung.MIN_SEEDS <= len(seeds) <= rung.CAP[s] and not set(seeds) & earlier
+        seeds = seeds_of(s)
+        assert seeds[0] == SEED_START and RW["min_seeds"] <= len(seeds) <= RW["runs"][s]["cap"] and not set(seeds) & earlier
         assert {int(val(train_args(ln), "--seed")) for ln in mine} == set(seeds)
         assert len(mine) == per_seed(s) * len(seeds)
         for line in mine:  # every step parses with its script
@@ -65,34 +69,34 @@ def test_the_rung_grid_runs_the_declared_sizes_seeds_and_cells_only(grid):
                 {"train.py": train.parse_args, "evaluate.py": evaluate.parse_args}[script](a)
     # the sizes of the declaration, and nothing tiny beyond the law's fit sizes
     sizes = lambda s: sorted({val(train_args(ln), "--size") for ln in by[s]})
-    assert sizes("qat") == [rung.QAT_SIZE]
-    assert sizes("qat-probes") == sorted([rung.ADAMW_SIZE, rung.LONG_SIZE])
+    assert sizes("qat") == [C["qat_size"]]
+    assert sizes("qat-probes") == sorted([C["adamw_size"], C["long_size"]])
     for s in ("lengen", "posenc"):
         assert sizes(s) == ["0.5M"]
         cfgs = [train.model_config(train.parse_args(train_args(ln)), 512) for ln in by[s]]
-        assert {(c.n_embd, c.n_head) for c in cfgs} == {(rung.LONG_WIDTH, rung.LONG_HEADS)}
-    qa = [train_args(ln) for ln in by["qat"] if val(train_args(ln), "--size") == rung.QAT_SIZE]
+        assert {(c.n_embd, c.n_head) for c in cfgs} == {(C["long_width"], C["long_heads"])}
+    qa = [train_args(ln) for ln in by["qat"] if val(train_args(ln), "--size") == C["qat_size"]]
     assert sorted((val(a, "--bits"), val(a, "--warmdown")) for a in qa if val(a, "--seed") == "300") == \
         sorted((b, w) for b in ("16", "4", "3") for w in ("0.1", "0.33", "0.6"))
     # 20 tokens per non-embedding parameter at the rung, as the tiny grid
     tok = int(val(qa[0], "--tokens"))
-    assert abs(tok / rung.P_QAT[1] - 20) < 0.2
+    assert abs(tok / C["p_qat"][1] - 20) < 0.2
     # the declared parameter counts are the models' own (GPT on the meta device), at both sizes
     import torch
     from model import GPT
     count = lambda a: GPT(train.model_config(train.parse_args(a), 512)).num_params(non_embedding=True)
     with torch.device("meta"):  # (chunk attention's encoder adds 8% to its runs)
         counted = {count(train_args(ln)) for ln in lines}
-    rung_side = {d["params"][1] for k in rung.FAMILIES for d in rung.FAMILIES[k]["hypotheses"]}
+    rung_side = {d["params"][1] for k in RW["families"] for d in RW["families"][k]["hypotheses"]}
     assert rung_side <= counted and all(min(abs(c / p - 1) for p in rung_side) < 0.1 for c in counted)
-    for tiny_size, p in (("39K", rung.P_QAT[0]), ("25K", rung.P_ADAMW[0]), ("14K", rung.P_LONG[0])):
+    for tiny_size, p in (("39K", C["p_qat"][0]), ("25K", C["p_adamw"][0]), ("14K", C["p_long"][0])):
         with torch.device("meta"):
             assert count(["--size", tiny_size]) == p
     probed = {(val(train_args(ln), "--bits"), val(train_args(ln), "--warmdown")) for ln in by["qat"] if "--tasks grid" in ln}
     assert probed == {("16", "0.33"), ("4", "0.33")}
     pr = [train_args(ln) for ln in by["qat-probes"]]
     assert {(val(a, "--size"), val(a, "--optimizer", "muon"), "_x3" in val(a, "--out_dir")) for a in pr} == \
-        {(rung.ADAMW_SIZE, "adamw", False), (rung.LONG_SIZE, "muon", True)}
+        {(C["adamw_size"], "adamw", False), (C["long_size"], "muon", True)}
 
 
 def test_the_rung_is_one_command_that_refuses_other_waves(tmp_path):
@@ -117,8 +121,8 @@ def test_the_rung_post_analyses_each_run_study_and_publishes_only_when_whole(env
                                                      [f"{root}/posenc", f"{root}/lengen"]], p.stderr
     for a, s in zip(an, ("qat", "qat-probes", "lengen", "posenc,lengen")):
         assert a[a.index("--study") + 1] == s and a[a.index("--wave") + 1] == "3" and "--confirm" in a
-    assert an[0][an[0].index("--fit_sizes") + 1] == rung.QAT_SIZE
-    assert an[1][an[1].index("--fit_sizes") + 1] == f"{rung.LONG_SIZE},{rung.ADAMW_SIZE}"
+    assert an[0][an[0].index("--fit_sizes") + 1] == C["qat_size"]
+    assert an[1][an[1].index("--fit_sizes") + 1] == f"{C['long_size']},{C['adamw_size']}"
     assert p.stderr.count("not published:") == 4 and not results.exists()
 
 
@@ -128,18 +132,18 @@ def test_the_rung_post_analyses_each_run_study_and_publishes_only_when_whole(env
 def run_analysis(folders, study, out):
     argv = [str(f) for f in folders] + ["--study", study, "--confirm", "--wave", "3", "--no_plots", "--out", str(out)]
     if study == "qat":
-        argv += ["--fit_sizes", rung.QAT_SIZE]
+        argv += ["--fit_sizes", C["qat_size"]]
     if study == "qat-probes":
-        argv += ["--fit_sizes", f"{rung.LONG_SIZE},{rung.ADAMW_SIZE}"]
+        argv += ["--fit_sizes", f"{C['long_size']},{C['adamw_size']}"]
     assert analyze.main(argv) == 0
     rep = json.loads((out / "analysis.json").read_text())
-    assert rep["confirmatory"]["wave"] == 3 and rep["confirmatory"]["rung"] == rung.NAME
+    assert rep["confirmatory"]["wave"] == 3 and rep["confirmatory"]["rung"] == RW["name"]
     return rep
 
 
 def fam_of(rep, name):
     fam = rep["confirmatory"]["families"][name]
-    assert [h["id"] for h in fam["hypotheses"]] == [d["id"] for d in rung.FAMILIES[name]["hypotheses"]]
+    assert [h["id"] for h in fam["hypotheses"]] == [d["id"] for d in RW["families"][name]["hypotheses"]]
     return {h["id"]: h for h in fam["hypotheses"]}
 
 
@@ -150,7 +154,7 @@ def analysed(grid, tmp_path_factory):
     root = out / "rung1"
     qat = [ln for ln in lines if study_of(ln, out) in ("qat", "qat-probes")]
     write_records(qat, {})  # test_qat_study's world: INT4 below 40M flat across warmdowns, FP16/INT3 pay 0.4 (wd-0.33)^2
-    write_grid_probes(qat, no_probe=rung.seeds("qat")[-1])
+    write_grid_probes(qat, no_probe=seeds_of("qat")[-1])
     write_jobs([ln for ln in lines if study_of(ln, out) == "lengen"], *lengen_world())
     write_jobs([ln for ln in lines if study_of(ln, out) == "posenc"], *posenc_world())
     (root / "wall.json").write_text(json.dumps({"seconds": 4000, "sittings": 2, "jobs": 2, "cores": 2}))
@@ -162,18 +166,18 @@ def analysed(grid, tmp_path_factory):
 
 def test_qat_rung_end_to_end(analysed):
     reps, _ = analysed
-    assert list(reps["qat"]["confirmatory"]["families"]) == rung.families_of("qat")
+    assert list(reps["qat"]["confirmatory"]["families"]) == families_of("qat")
     h = fam_of(reps["qat"], "rung-qat")
-    n = len(rung.seeds("qat"))
+    n = len(seeds_of("qat"))
     # INT4's flat loss against FP16's 0.4 (wd - 0.33)^2: its penalty moves 0.029 nats from wd 0.33 to 0.6
     assert not h["null"]["passed"] and h["null"]["effect"] == pytest.approx(-0.4 * 0.27 ** 2, abs=0.003)
     assert not h["int4_wd33"]["passed"] and abs(h["int4_wd33"]["effect"]) < 0.005  # INT4 flat below 40M
     h = fam_of(reps["qat"], "rung-qat-w2")
     assert h["int3_null_sizes"]["passed"] and len(h["int3_null_sizes"]["per_seed"]) == 2
     g = fam_of(reps["qat"], "rung-qat-phase5")["grid_ratio"]
-    assert g["passed"] and g["n"] == n - 1 and g["gated_out"] == [str(rung.seeds("qat")[-1])]
+    assert g["passed"] and g["n"] == n - 1 and g["gated_out"] == [str(seeds_of("qat")[-1])]
     assert reps["qat"]["confirmatory"]["wall"]["seconds"] == 4000  # the rung's one wall, beside its folders
-    assert reps["qat"]["confirmatory"]["seeds_used"] == rung.seeds("qat")
+    assert reps["qat"]["confirmatory"]["seeds_used"] == seeds_of("qat")
     h = fam_of(reps["qat-probes"], "rung-qat-probes")
     assert h["adamw_null"]["passed"] and h["long_null"]["passed"]
 
@@ -189,7 +193,7 @@ def lengen_world():
     """At the rung: copy's score past N now rises with N (tiny: it fell: a flip) and sort's too; SWAN no longer
     beats RoPE on the tasks (tiny: +0.274: weakens); NoPE beats RoPE; the first seed's NoPE sort run misses the
     in-distribution gate (dropped from sort_nope and named)."""
-    first = rung.seeds("lengen")[0]
+    first = seeds_of("lengen")[0]
 
     def outcome(rec):
         c = rec["config"]
@@ -226,14 +230,14 @@ def posenc_world():
 
 def test_long_context_rung_end_to_end(analysed):
     reps, _ = analysed
-    n = len(rung.seeds("lengen"))
+    n = len(seeds_of("lengen"))
     h = fam_of(reps["lengen"], "rung-lg-bounds")
     assert h["copy_rise"]["passed"] and h["copy_rise"]["effect"] == pytest.approx(0.3, abs=0.02)
     assert h["sort_rise"]["passed"] and not h["sort_reaches"]["passed"]
     h = fam_of(reps["lengen"], "rung-nope")
     assert h["copy_nope"]["passed"] and h["copy_nope"]["n"] == n
-    assert h["sort_nope"]["n"] == n - 1 and h["sort_nope"]["gated_out"] == [str(rung.seeds("lengen")[0])]
-    assert list(reps["posenc"]["confirmatory"]["families"]) == rung.families_of("posenc")
+    assert h["sort_nope"]["n"] == n - 1 and h["sort_nope"]["gated_out"] == [str(seeds_of("lengen")[0])]
+    assert list(reps["posenc"]["confirmatory"]["families"]) == families_of("posenc")
     h = fam_of(reps["posenc"], "rung-posenc")
     assert all(h[k]["passed"] for k in ("swan_text", "swan_passkey", "chunk_text", "chunk_passkey"))
     assert not fam_of(reps["posenc"], "rung-swan")["swan_tasks"]["passed"]
@@ -251,10 +255,10 @@ def test_the_ledger_puts_both_sizes_side_by_side(analysed, tmp_path):
     each rerun test carries the difference of the effects with its interval; cracks is named as skipped."""
     reps, rep_dir = analysed
     results = tmp_path / "results"
-    shutil.copytree(os.path.join(ROOT, "results"), results, ignore=shutil.ignore_patterns("*.png", rung.NAME))
+    shutil.copytree(os.path.join(ROOT, "results"), results, ignore=shutil.ignore_patterns("*.png", RW["name"]))
     for s in RUN_STUDIES:
-        (results / s / rung.NAME).mkdir()
-        shutil.copy(rep_dir / s / "analysis.json", results / s / rung.NAME / "analysis.json")
+        (results / s / RW["name"]).mkdir()
+        shutil.copy(rep_dir / s / "analysis.json", results / s / RW["name"] / "analysis.json")
     led = ledger.ledger(str(results))
     row = {r["id"]: r for r in led["rows"]}
     # its rung: copy_rise flips, but sort_reaches is refuted at the rung (0.5 past N at N = 32): the claim holds
@@ -271,7 +275,7 @@ def test_the_ledger_puts_both_sizes_side_by_side(analysed, tmp_path):
     assert row["nope-1"]["rung"]["status"] == "confirmed" and row["nope-1"]["rung"]["verdict"] == "holds"
     assert "parity_scratch_nope" in row["nope-1"]["rung"]["why"]
     assert row["cracks-1"]["rung"]["status"] is None and "undecided at the tiny size" in row["cracks-1"]["rung"]["why"]
-    assert "4 h budget" in rung.skipped("confirmed", [(2, "cracks", "compound")])  # had it been decided
+    assert "4 h budget" in wave.skipped(RW, "confirmed", [(2, "cracks", "compound")])  # had it been decided
     assert row["hope-3"]["rung"]["why"].startswith("undecided at the tiny size")
     # the INT4 null: equivalent at 39K; at the rung its 90% interval lies wholly past -0.01 (not equivalent): qat-1
     # flips; the difference is taken contrast by contrast (wd 0.6 - wd 0.33 at both sizes); the INT4 null below 50M
@@ -328,19 +332,18 @@ def test_across_sizes_verdicts():
 
 def test_every_rung_test_reruns_a_declared_tiny_test_and_the_seed_file_agrees():
     """Each rung hypothesis names the tiny tests it reruns, each of them a declared hypothesis of wave 1 or 2 and
-    a test of some claim; sweep.sh's rung sizes are studies/rung.py's; the seeds come from studies/seeds.tsv."""
+    a test of some claim; sweep.sh's rung sizes are studies/waves/rung1.toml's; the seeds are fresh from 300."""
     from studies.claims import CLAIMS
-    declared = {(1, s, d["id"]) for s, v in confirm.CONFIRM.items() for d in v["hypotheses"]}
-    declared |= {(2, k, d["id"]) for k, v in wave2.FAMILIES.items() for d in v["hypotheses"]}
+    declared = {(w["wave"], k, d["id"]) for w in (W1, W2) for k, v in w["families"].items() for d in v["hypotheses"]}
     claimed = {tuple(t) for c in CLAIMS for t in c.get("tests") or ()}
-    for key in rung.mirrors():
+    for key in wave.mirrors(RW):
         assert key in declared and key in claimed, key
     text = open(SWEEP).read()
-    assert f"RUNG_QAT={rung.QAT_SIZE};" in text and f"RUNG_ADAMW={rung.ADAMW_SIZE};" in text
-    assert f"RUNG_LONG_QAT={rung.LONG_SIZE};" in text and "--long 3" in text and rung.LONG_MULT == 3
-    assert set(rung.FAMILIES[k]["runs"] for k in rung.FAMILIES) == set(rung.RUNS)
+    assert f"[3:qat]=\"wd=$QAT_WDS bits=16,4,3 size={C['qat_size']} " in text
+    assert f"size:x={C['adamw_size']}:adamw,{C['long_size']}:x{C['long_mult']}\"" in text and C["long_mult"] == 3
+    assert set(RW["families"][k]["runs"] for k in RW["families"]) == set(RW["runs"])
     for s in RUN_STUDIES:
-        assert confirm.wave_seeds(rung.WAVE)[s] == list(range(rung.SEED_START, rung.SEED_START + len(rung.seeds(s))))
+        assert seeds_of(s) == list(range(SEED_START, SEED_START + len(seeds_of(s))))
 
 
 def test_the_declared_seed_counts_are_the_planners_on_the_stored_tiny_tests():
@@ -348,11 +351,11 @@ def test_the_declared_seed_counts_are_the_planners_on_the_stored_tiny_tests():
     MIN_SEEDS, at most its CAP); lengen and posenc share their count, since the encoding families pair a seed's
     lengen task runs with its posenc runs."""
     fams = ledger.load_families(os.path.join(ROOT, "results"))
-    plans = {s: rung.plan(s, fams) for s in RUN_STUDIES}
+    plans = {s: wave.plan(RW, s, fams) for s in RUN_STUDIES}
     for s, p in plans.items():
-        assert len(p["families"]) == len(rung.families_of(s)) and p["seeds"] <= rung.CAP[s]
+        assert len(p["families"]) == len(families_of(s)) and p["seeds"] <= RW["runs"][s]["cap"]
         if not p["capped"]:
-            assert p["seeds"] == max(rung.MIN_SEEDS, p["needed"])
+            assert p["seeds"] == max(RW["min_seeds"], p["needed"])
     for s in ("qat", "qat-probes"):
-        assert len(rung.seeds(s)) == plans[s]["seeds"]
-    assert len(rung.seeds("lengen")) == len(rung.seeds("posenc")) == max(plans["lengen"]["seeds"], plans["posenc"]["seeds"])
+        assert len(seeds_of(s)) == plans[s]["seeds"]
+    assert len(seeds_of("lengen")) == len(seeds_of("posenc")) == max(plans["lengen"]["seeds"], plans["posenc"]["seeds"])

@@ -749,3 +749,51 @@ def test_sweep_qat_reference_warmdown_is_the_analysis():
     text = open(os.path.join(ROOT, "sweep.sh")).read()
     ref, short = re.search(r"^QAT_REF=([\d.]+); QAT_SHORT=([\d.]+)$", text, re.M).groups()
     assert (float(ref), float(short)) == (qat.REF_WARMDOWN, qat.SHORT_WARMDOWN)
+
+
+# sha256 of each grid's `--dry-run` lines (stdout, OUT=/tmp/gg, PYTHON=python), measured before sweep.sh's
+# grids became tables (issue 60). A change to any job line of any grid fails here: stored runs (runs/confirm2,
+# runs/rung1) and the write-ups rest on these lines, so a value is updated only with a change meant to the grid.
+GRID_SHA256 = {
+    "qat": "879e2e6771ee2be00ec5030524c86189975352afd50c57190e66482884165a13",
+    "qat-probes": "dece37a2064c7f41e39373806cfcde0eaa65ac97cfd4eb6cd771542aae497579",
+    "longctx": "1127a09f0465b3a245523f08b49ce70ae4c50ba844e64c975eed8c42947e890a",
+    "posenc": "387704bcfab24659a896edd082c65547064f0f2beae31f6569bc9b2575a81d94",
+    "lengen": "d860474fc578066c05c7d9da919bf7efd84872d2ed05b2e2097ba0b2e37019b0",
+    "CONFIRM=1 qat": "7bf9fca4ff257f53f6600bb9f019bc2d0a0cf086a4e4cb0b5f9582843bc9acaf",
+    "CONFIRM=1 qat-probes": "45301a8300018647ca4d88bcb9c0c0369c16dcf97bb9d8940646ddfef7851b08",
+    "CONFIRM=1 longctx": "5597fe1494f2b433697b41c04a74aa8667861b48fc09b3ffe268135635c7ecb3",
+    "CONFIRM=1 posenc": "60cdd85cbae2723c5554c984cc0efb9b76a06bb400056410cc40fd2cb22097c5",
+    "CONFIRM=1 lengen": "04c2a0decd6930e61ea411c0e89aad6c1d8a489bb91bf5b8ca036d483ded6a6e",
+    "CONFIRM=2 qat": "8cbd1f2513b632c4e20ab3786e9f231a3ab8e8de531dbc590a657468ed8e5070",
+    "CONFIRM=2 longctx": "87ce4b291a971d4ef2916c91c7aa3300499b3f6dc0a34fcef4e9b7a3826887cb",
+    "CONFIRM=2 posenc": "328956eac01e8f2f2fc3c049f1374e3b5174135f6e18aae84c3a92c4286c6ccd",
+    "CONFIRM=2 lengen": "fe32f15f3dea2eb1bfdac85fa204d299c482a734fc556c968346c16eb2ef9348",
+    "rung1": "c73bee09892e314e90644d1aaa56ab12f615bc52d1961e7eab3f80bf864f469f",
+    "SCALE=paper qat": "b879e4ac1d28c635bde76777b0d9a0bd597f91fcc2181bba35c8a1ba18c31777",
+    "SCALE=paper qat-probes": "f23e065ccfb502f313f105bd659a1bbb9abac931f87ae4bf5e78c3d08670e84c",
+    "SCALE=paper longctx": "828adc1f975e20660c3663511066521f0aabd6c7ba6abc1664ee0d8f0edba047",
+    "SCALE=paper posenc": "21753682bdfae7996da30b7052b5b9099cf26b879742821c87d82531d408b821",
+    "SCALE=paper lengen": "d2e1c04d848b33bb3ead672fbef4f0b86689f2bbfc018703a10ab671ec072e18",
+    "SCALE=paper REHEARSE=1 qat": "23c551df694b7564df3f820420678eca148c5e7793fdc4c5e49d8dce30e516c2",
+    "SCALE=paper REHEARSE=1 qat-probes": "7f65e34267c26d7418f4b991ef0570d23264e4e81f621f5cbec12d84b8ed75c0",
+    "SCALE=paper REHEARSE=1 longctx": "719a0c9eb5be3a79c47406bfcfac69fe7ef9fc0ed4b4bf6319ad0ca54698c106",
+    "SCALE=paper REHEARSE=1 posenc": "a6efc0497f3fb22e4227fcbf2c58db8990b0bb915657c093ea695d2224a59cd4",
+    "SCALE=paper REHEARSE=1 lengen": "82964a784d0e9a716b5f47515bd3e81ed49f5214c48f6175e04cfa0a2a3596a2",
+}
+
+
+@pytest.mark.parametrize("grid", sorted(GRID_SHA256))
+def test_grid_lines_are_pinned(grid, tmp_path):
+    """Every grid's job lines are byte-identical to the ones measured before the grids became tables:
+    run with OUT in a fresh folder (nothing finished), that folder written as /tmp/gg, then hashed."""
+    import hashlib
+    *settings, study = grid.split()
+    out = str(tmp_path / "gg")
+    env = {k: v for k, v in os.environ.items() if k not in ("SCALE", "CONFIRM", "REHEARSE", "REHEARSE_SEEDS", "DATA",
+                                                           "EVAL_DATA", "EXTRA", "COMPILE", "OUT", "PYTHON")}
+    env.update(dict(s.split("=") for s in settings), OUT=out, PYTHON="python")
+    p = subprocess.run(["bash", SWEEP, "--dry-run", study], env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert p.returncode == 0 and p.stdout, p.stderr[-2000:]
+    assert hashlib.sha256(p.stdout.replace(out, "/tmp/gg").encode()).hexdigest() == GRID_SHA256[grid], \
+        f"{grid}: the grid's job lines changed ({len(p.stdout.splitlines())} lines)"

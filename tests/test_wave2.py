@@ -1,5 +1,5 @@
-"""The second confirmatory wave (studies/wave2.py, CONFIRM=2 bash sweep.sh STUDY): each run-study's sweep runs
-the declared cells at the wave's fresh seeds (studies/seeds.tsv) and nothing else; the analysis
+"""The second confirmatory wave (studies/waves/wave2.toml, CONFIRM=2 bash sweep.sh STUDY): each run-study's sweep
+runs the declared cells at the wave's fresh seeds and nothing else; the analysis
 (analyze.py --confirm --wave 2) decides every wave-2 family end to end on synthetic records of every job of the
 sweep, written as the scripts write them (planted effects found in the declared direction, a planted opposite
 effect refuted and not passed, gates that drop and name a seed, and gates that must not); the sweep measures its
@@ -12,6 +12,7 @@ import re
 import shlex
 import subprocess
 import time
+import tomllib
 import zlib
 
 import numpy as np
@@ -22,12 +23,15 @@ import evaluate
 import extend
 import train
 from conftest import ROOT
-from studies import confirm, encodings, wave2
+from studies import encodings, lengen, wave
 from test_qat_study import write_records
 from test_sweep import SWEEP, calls, env, sweep  # noqa: F401 (env: the stub-python fixture)
 
-STUDIES = list(wave2.RUNS)  # qat, longctx, lengen, posenc
-# the declared cells (studies/wave2.py RUNS, FAMILIES) that the module has no constant for
+W2, W1 = wave.get("confirm2"), wave.get("confirm")
+C = W2["constants"]  # what the declaration holds fixed (the QAT sizes, lg-bounds' lengths and budgets, ...)
+STUDIES = list(W2["runs"])  # qat, longctx, lengen, posenc
+SEED_START = 200  # the wave's fresh seeds: not the pilots' 0-2, wave 1's 100-115 nor the paper grids' 0-9
+# the declared cells (studies/waves/wave2.toml runs, families) that the declaration has no constant for
 QAT_WDS = ("0.1", "0.33", "0.6")  # the warmdowns of the null (0.1 and 0.6 against 0.33)
 QAT_BITS = ("16", "4", "3")
 LG_ENCODINGS = ("rope", "swan", "hope", "expe", "sinusoidal")  # the encodings compared on lengen's tasks
@@ -37,12 +41,10 @@ POSENC_PASSKEY = ("rope", "hope", "chunk", "chunk-linear", "chunk-fused", "chunk
 VOCAB = 1024
 
 
-def _tsv(study, wave):
-    """(first, count) of a study's row in studies/seeds.tsv, read here on its own (not by confirm.wave_seeds)."""
-    with open(os.path.join(ROOT, "studies", "seeds.tsv")) as fh:
-        rows = [ln.split() for ln in fh if ln.strip() and not ln.startswith("#")]
-    (first, count), = [(int(r[2]), int(r[3])) for r in rows if r[0] == study and int(r[1]) == wave]
-    return first, count
+def _declared(study):
+    """A run-study's seeds as studies/waves/wave2.toml lists them, read here on its own (not by the engine)."""
+    with open(os.path.join(ROOT, "studies", "waves", "wave2.toml"), "rb") as fh:
+        return tomllib.load(fh)["runs"][study]["seeds"]
 
 
 def _lines(study, out):
@@ -73,7 +75,7 @@ def seed_of(line):
 
 def per_seed_count(study):
     """Jobs a seed, as the declaration's cells text says it ("31 runs a seed")."""
-    return int(re.search(r"(\d+) (?:runs|jobs) a seed", wave2.RUNS[study]["cells"]).group(1))
+    return int(re.search(r"(\d+) (?:runs|jobs) a seed", W2["runs"][study]["cells"]).group(1))
 
 
 # -----------------------------------------------------------------------------
@@ -82,12 +84,12 @@ def per_seed_count(study):
 @pytest.mark.parametrize("study", STUDIES)
 def test_the_wave2_grid_runs_the_declared_fresh_seeds_and_cells_only(study, tmp_path):
     lines = _lines(study, tmp_path)
-    first, count = _tsv(study, 2)
-    seeds = wave2.seeds(study)
-    assert seeds == list(range(first, first + count)) and wave2.SEED_START == first
-    assert 8 <= count <= wave2.RUNS[study]["cap"]
-    wave1 = set().union(*map(set, confirm.wave_seeds(1).values()))
-    assert {seed_of(ln) for ln in lines} == set(seeds) and not set(seeds) & (confirm.PILOT_SEEDS | wave1)
+    seeds = wave.seeds(W2, study)
+    first, count = SEED_START, len(seeds)
+    assert seeds == _declared(study) == list(range(first, first + count))
+    assert 8 <= count <= W2["runs"][study]["cap"]
+    wave1 = set().union(*(set(r["seeds"]) for r in W1["runs"].values()))
+    assert {seed_of(ln) for ln in lines} == set(seeds) and not set(seeds) & (set(W1["pilot_seeds"]) | wave1)
     assert len(lines) == per_seed_count(study) * len(seeds)
     assert all(f"{tmp_path}/confirm2/{study}/" in ln for ln in lines)  # apart from the pilot's and wave 1's runs
     for s in seeds:  # the same cells at every seed
@@ -99,8 +101,8 @@ def test_the_wave2_grid_runs_the_declared_fresh_seeds_and_cells_only(study, tmp_
             {"train.py": train.parse_args, "extend.py": extend.parse_args, "evaluate.py": evaluate.parse_args}[script](a)
     if study == "qat":
         cells = [(val(a, "--size"), val(a, "--bits"), val(a, "--warmdown")) for a in args if val(a, "--seed") == str(first)]
-        want = [(s, b, w) for s in wave2.QAT_FIT for b in QAT_BITS for w in QAT_WDS]
-        want += [(s, b, "0.33") for s in wave2.QAT_ALL if s not in wave2.QAT_FIT for b in ("16", "4")]
+        want = [(s, b, w) for s in C["qat_fit"] for b in QAT_BITS for w in QAT_WDS]
+        want += [(s, b, "0.33") for s in C["qat_all"] if s not in C["qat_fit"] for b in ("16", "4")]
         assert sorted(cells) == sorted(want)
         assert all(val(a, "--lr") == "1" and val(a, "--optimizer", "muon") == "muon" for a in args)
         probed = set()
@@ -134,22 +136,22 @@ def test_the_wave2_grid_runs_the_declared_fresh_seeds_and_cells_only(study, tmp_
         th = [a for line, a in zip(lines, args) if "/threshold/" in val(a, "--out_dir")]
         main = [a for line, a in zip(lines, args) if "/threshold/" not in val(a, "--out_dir")]
         recipe = {t: int(val(a, "--iters")) for a in main for t in [val(a, "--algo")]}  # the task's recipe steps
-        assert len(th) == len(wave2.LG_TASKS) * len(wave2.LG_LENS) * len(wave2.LG_BUDGETS) * len(seeds)
+        assert len(th) == len(C["lg_tasks"]) * len(C["lg_lens"]) * len(C["lg_budgets"]) * len(seeds)
         assert {(val(a, "--algo"), val(a, "--algo_len"), int(val(a, "--iters")) // recipe[val(a, "--algo")])
-                for a in th} == {(t, f"1,{n}", b) for t in wave2.LG_TASKS for n in wave2.LG_LENS for b in wave2.LG_BUDGETS}
+                for a in th} == {(t, f"1,{n}", b) for t in C["lg_tasks"] for n in C["lg_lens"] for b in C["lg_budgets"]}
         for a in th:
             cfg = train.parse_args(a)
-            assert val(a, "--pos") == "nope" and int(val(a, "--n_layer")) == wave2.LG_DEPTH
+            assert val(a, "--pos") == "nope" and int(val(a, "--n_layer")) == lengen.LG_DEPTH
             # the main grid's --block_size 64, then 128 (holds 3N of N = 32): the later flag wins
             assert [a[i + 1] for i, k in enumerate(a) if k == "--block_size"] == ["64", "128"]
-            assert cfg.model["block_size"] == 128 >= 3 * max(wave2.LG_LENS) + 1
+            assert cfg.model["block_size"] == 128 >= 3 * max(C["lg_lens"]) + 1
         for line in lines:  # each run evaluated on 1..N, N+1..2N, 2N+1..3N
             a, (_, e) = train_args(line), steps(line)[1]
             n = int(val(a, "--algo_len").split(",")[1])
             assert val(e, "--lengths") == f"{n},{2 * n},{3 * n}" and val(e, "--tasks") == val(a, "--algo")
         enc = lambda a: encodings.encoding(dataclasses.asdict(train.model_config(train.parse_args(a), VOCAB)))
         assert sorted((val(a, "--algo"), enc(a)) for a in main if val(a, "--seed") == str(first)) == \
-            sorted((t, e) for t in wave2.TASKS for e in LG_ENCODINGS)
+            sorted((t, e) for t in C["tasks"] for e in LG_ENCODINGS)
         assert {val(a, "--algo_len") for a in main} == {f"1,{LG_N}"}
     else:
         kinds = set()
@@ -214,7 +216,7 @@ def swing(*key, sd=0.01):
 def run_analysis(folders, study, out):
     argv = [str(f) for f in folders] + ["--study", study, "--confirm", "--wave", "2", "--no_plots", "--out", str(out)]
     if study == "qat":
-        argv += ["--fit_sizes", ",".join(wave2.QAT_FIT)]  # as sweep.sh --post
+        argv += ["--fit_sizes", ",".join(C["qat_fit"])]  # as sweep.sh --post
     assert analyze.main(argv) == 0
     rep = json.loads((out / "analysis.json").read_text())
     assert rep["confirmatory"]["wave"] == 2
@@ -224,8 +226,8 @@ def run_analysis(folders, study, out):
 def family(rep, name):
     fam = rep["confirmatory"]["families"][name]
     assert fam["family"] == name and fam["wave"] == 2
-    assert [h["id"] for h in fam["hypotheses"]] == [d["id"] for d in wave2.FAMILIES[name]["hypotheses"]]
-    assert [h["declared"] for h in fam["hypotheses"]] == [d["direction"] for d in wave2.FAMILIES[name]["hypotheses"]]
+    assert [h["id"] for h in fam["hypotheses"]] == [d["id"] for d in W2["families"][name]["hypotheses"]]
+    assert [h["declared"] for h in fam["hypotheses"]] == [d["direction"] for d in W2["families"][name]["hypotheses"]]
     return fam, {h["id"]: h for h in fam["hypotheses"]}
 
 
@@ -238,18 +240,18 @@ def test_qat_end_to_end(tmp_path):
     dropped from it and named."""
     lines = _lines("qat", tmp_path / "sweeps")
     write_records(lines, {})
-    seeds = wave2.seeds("qat")
+    seeds = wave.seeds(W2, "qat")
     no_probe = seeds[-1]
     write_grid_probes(lines, no_probe)
     rep, md = run_analysis([tmp_path / "sweeps" / "confirm2" / "qat"], "qat", tmp_path / "report")
-    assert list(rep["confirmatory"]["families"]) == wave2.families_of("qat") == ["qat-w2", "qat-phase5"]
+    assert list(rep["confirmatory"]["families"]) == wave.families_of(W2, "qat") == ["qat-w2", "qat-phase5"]
     assert rep["confirmatory"]["seeds_used"] == seeds
     fam, h = family(rep, "qat-w2")
     assert fam["m"] == 4 and all(x["n"] == len(seeds) for x in fam["hypotheses"])
-    assert h["int3_null_sizes"]["passed"] and h["int3_null_sizes"]["margin"] == wave2.QAT_MARGIN
-    assert len(h["int3_null_sizes"]["per_seed"]) == 2 * len(wave2.QAT_FIT)  # 3 sizes x 2 warmdowns
+    assert h["int3_null_sizes"]["passed"] and h["int3_null_sizes"]["margin"] == C["qat_margin"]
+    assert len(h["int3_null_sizes"]["per_seed"]) == 2 * len(C["qat_fit"])  # 3 sizes x 2 warmdowns
     assert not h["int4_null_sizes"]["passed"] and h["int4_null_sizes"]["effect"] == pytest.approx(-0.4 * 0.27 ** 2, abs=0.003)
-    assert len(h["int4_null_sizes"]["per_seed"]) == 2 * len(wave2.QAT_NULL4)  # below the seed's 50M only
+    assert len(h["int4_null_sizes"]["per_seed"]) == 2 * len(C["qat_null4"])  # below the seed's 50M only
     t = h["int4_transition"]  # INT4's gain from wd 0.33 is 0; FP16's 0.4 * 0.23^2: the seed's direction reversed
     assert t["opposite"] and not t["passed"] and t["effect"] == pytest.approx(-0.4 * 0.23 ** 2, abs=0.003)
     assert h["law_fit"]["passed"] and abs(h["law_fit"]["effect"]) < 0.005 and len(h["law_fit"]["per_seed"]) == 5
@@ -257,7 +259,7 @@ def test_qat_end_to_end(tmp_path):
     g = h["grid_ratio"]
     assert fam["m"] == 2 and g["passed"] and g["margin"] == 0.1 and g["effect"] == pytest.approx(0.02, abs=0.015)
     assert g["n"] == len(seeds) - 1 and g["gated_out"] == [str(no_probe)]
-    assert h["law_heldout"]["passed"] and len(h["law_heldout"]["per_seed"]) == len(wave2.QAT_HELD)
+    assert h["law_heldout"]["passed"] and len(h["law_heldout"]["per_seed"]) == len(C["qat_held"])
     assert f"1 gated out: {no_probe}" in md and "### Wave 2, family `qat-phase5`" in md
     assert "passed OPPOSITE to the seed (refuted)" in md
     # a curved law: the INT4 penalty 0.05 higher at the held-out ends (6K, 55K) departs from alpha + beta ln N
@@ -269,7 +271,7 @@ def test_qat_end_to_end(tmp_path):
             (root / d / "result.json").write_text(json.dumps(r))
     rep, _ = run_analysis([root], "qat", tmp_path / "report2")
     _, h = family(rep, "qat-w2")
-    assert not h["law_fit"]["passed"] and abs(h["law_fit"]["effect"]) > wave2.QAT_MARGIN
+    assert not h["law_fit"]["passed"] and abs(h["law_fit"]["effect"]) > C["qat_margin"]
     assert h["int3_null_sizes"]["passed"] and h["int4_transition"]["opposite"]  # the fit sizes' runs unchanged
     _, h = family(rep, "qat-phase5")
     assert not h["law_heldout"]["passed"] and h["law_heldout"]["effect"] == pytest.approx(0.05, abs=0.01)
@@ -338,11 +340,11 @@ def test_longctx_end_to_end_cracks(tmp_path):
     minor fails at exactly its margin; a root that never learned passkey stays in (no per-cell gate). Then the
     same runs where the extension does not lower the loss: the gate fails and no hypothesis passes."""
     lines = _lines("longctx", tmp_path / "sweeps")
-    seeds = wave2.seeds("longctx")
+    seeds = wave.seeds(W2, "longctx")
     write_jobs(lines, *longctx_world(loss_gain=0.1))
     root = tmp_path / "sweeps" / "confirm2" / "longctx"
     rep, md = run_analysis([root], "longctx", tmp_path / "report")
-    assert list(rep["confirmatory"]["families"]) == wave2.families_of("longctx") == ["cracks"]
+    assert list(rep["confirmatory"]["families"]) == wave.families_of(W2, "longctx") == ["cracks"]
     fam, h = family(rep, "cracks")
     assert fam["gate"]["passed"] and fam["gate"]["n"] == len(seeds) and fam["gate"]["effect"] == pytest.approx(0.1, abs=0.01)
     assert fam["m"] == 4 and all(x["n"] == len(seeds) for x in fam["hypotheses"])
@@ -352,7 +354,7 @@ def test_longctx_end_to_end_cracks(tmp_path):
     assert h["compound"]["passed"] and h["compound"]["effect"] == pytest.approx(-0.24, abs=0.02)
     assert not h["minor"]["passed"] and h["minor"]["effect"] == pytest.approx(-0.1, abs=0.03)
     assert len(h["minor"]["per_seed"]) == 4  # the four single-feature cells
-    assert h["short_loss"]["margin"] == pytest.approx(math.atanh(wave2.R_BOUND))
+    assert h["short_loss"]["margin"] == pytest.approx(math.atanh(C["r_bound"]))
     assert "### Wave 2, family `cracks`" in md
     # the extension does not extend: the parent's loss at 512 is 0.05 below the extension's
     for d in os.listdir(root):
@@ -414,7 +416,7 @@ def task_records(outcome):
 def lengen_runs(tmp_path_factory):
     out = tmp_path_factory.mktemp("lengen_sweeps")
     lines = _lines("lengen", out)
-    write_jobs(lines, *lengen_world(wave2.seeds("lengen")))
+    write_jobs(lines, *lengen_world(wave.seeds(W2, "lengen")))
     return out / "confirm2" / "lengen"
 
 
@@ -423,13 +425,13 @@ def test_lengen_end_to_end_lg_bounds(lengen_runs, tmp_path):
     step budget: sort's rise and reach pass; copy's rise, planted the other way, is refuted (not passed); copy
     beats sort past N at N = 32 with the budgets paired by their multiple of each task's recipe (600 and 1200
     steps for copy, 800 and 1600 for sort); an in-distribution miss counts with its score (n stays whole)."""
-    seeds = wave2.seeds("lengen")
+    seeds = wave.seeds(W2, "lengen")
     rep, md = run_analysis([lengen_runs], "lengen", tmp_path / "report")
-    assert list(rep["confirmatory"]["families"]) == wave2.families_of("lengen") == ["lg-bounds"]
+    assert list(rep["confirmatory"]["families"]) == wave.families_of(W2, "lengen") == ["lg-bounds"]
     rows = rep["lengen"]["threshold"]["rows"]
     assert sorted((r["task"], r["n_layer"], r["encoding"], r["iters"]) for r in rows) == [
         ("copy", 3, "nope", 600), ("copy", 3, "nope", 1200), ("sort", 3, "nope", 800), ("sort", 3, "nope", 1600)]
-    assert all([p["train_len"] for p in r["by_train_len"]] == list(wave2.LG_LENS) for r in rows)
+    assert all([p["train_len"] for p in r["by_train_len"]] == list(C["lg_lens"]) for r in rows)
     fam, h = family(rep, "lg-bounds")
     assert fam["m"] == 4 and all(x["n"] == len(seeds) for x in fam["hypotheses"])
     assert h["sort_rise"]["passed"] and h["sort_rise"]["effect"] == pytest.approx(((0.6 - 0.2) + (0.97 - 0.2)) / 2, abs=0.02)
@@ -470,11 +472,11 @@ def posenc_world(seeds):
 def test_posenc_end_to_end_encoding_families(lengen_runs, tmp_path):
     """posenc's wave-2 families on posenc's runs and lengen's task runs (analyze.py POSENC LENGEN --study
     posenc,lengen, as sweep.sh --post): swan, hope, expe, chunk decided with their gates."""
-    seeds = wave2.seeds("posenc")
+    seeds = wave.seeds(W2, "posenc")
     lines = _lines("posenc", tmp_path / "sweeps")
     write_jobs(lines, *posenc_world(seeds))
     rep, md = run_analysis([tmp_path / "sweeps" / "confirm2" / "posenc", lengen_runs], "posenc,lengen", tmp_path / "report")
-    assert list(rep["confirmatory"]["families"]) == wave2.families_of("posenc") == ["swan", "hope", "expe", "chunk"]
+    assert list(rep["confirmatory"]["families"]) == wave.families_of(W2, "posenc") == ["swan", "hope", "expe", "chunk"]
     n = len(seeds)
     fam, h = family(rep, "swan")
     assert fam["m"] == 1 and h["swan_tasks"]["passed"] and h["swan_tasks"]["n"] == n
@@ -485,7 +487,7 @@ def test_posenc_end_to_end_encoding_families(lengen_runs, tmp_path):
     assert h["hope_passkey"]["passed"] and h["hope_passkey"]["effect"] == pytest.approx((0.3 + 0.3 + 0.1) / 3, abs=0.02)
     assert h["hope_passkey"]["n"] == n and not h["hope_passkey"].get("gated_out")
     assert not h["hope_tasks"]["passed"] and h["hope_tasks"]["n"] == n - 1
-    assert h["hope_tasks"]["gated_out"] == [str(wave2.seeds("lengen")[1])]
+    assert h["hope_tasks"]["gated_out"] == [str(wave.seeds(W2, "lengen")[1])]
     fam, h = family(rep, "expe")
     assert fam["m"] == 4 and all(x["n"] == n for x in fam["hypotheses"])
     x = h["expe_rope_text"]  # ExPE 0.5 above RoPE: significant, against the declared direction: refuted
@@ -512,7 +514,7 @@ def test_the_wave2_sweep_records_its_wall_over_sittings(env):
     ended keeps its wall (1 sitting, seconds > 0); the next sitting adds a sitting and its seconds, skipping the
     finished runs."""
     study = "posenc"  # the wave's shortest sweep (with longctx): 10 jobs a seed
-    total = per_seed_count(study) * len(wave2.seeds(study))
+    total = per_seed_count(study) * len(wave.seeds(W2, study))
     folder = os.path.join(env["OUT"], "confirm2", study)
     wall = os.path.join(folder, "wall.json")
     done = lambda: sum(os.path.isfile(os.path.join(folder, d, "result.json")) and os.path.isfile(os.path.join(folder, d, "eval.json"))

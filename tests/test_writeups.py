@@ -9,11 +9,13 @@ import re
 
 import pytest
 
+from studies import wave
 from studies.common import VERDICTS_BEGIN, VERDICTS_END, with_verdicts
-from studies.confirm import CONFIRM_BEGIN, CONFIRM_END, FRONT_BEGIN, FRONT_END
 from studies.ledger import LEDGER_BEGIN, LEDGER_END
-from studies.rung import NAME as RUNG, RUNG_BEGIN, RUNG_END
-from studies.wave2 import W2_BEGIN, W2_END
+from studies.wave import FRONT_BEGIN, FRONT_END
+
+WAVES = list(wave.waves().values())  # studies/waves/*.toml: each one's section markers and results/STUDY/<name>
+W1 = wave.get("confirm")
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "results")
 STUDIES = sorted(d for d in os.listdir(ROOT) if os.path.isfile(os.path.join(ROOT, d, "analysis.json")))
@@ -65,8 +67,8 @@ def read(study):
 
 def without_generated(text):
     """text less its generated sections (the verdicts, checked below; the confirmatory ones, by test_confirm.py)."""
-    for begin, end in ((VERDICTS_BEGIN, VERDICTS_END), (CONFIRM_BEGIN, CONFIRM_END), (FRONT_BEGIN, FRONT_END),
-                       (W2_BEGIN, W2_END), (LEDGER_BEGIN, LEDGER_END), (RUNG_BEGIN, RUNG_END)):
+    for begin, end in ((VERDICTS_BEGIN, VERDICTS_END), (FRONT_BEGIN, FRONT_END), (LEDGER_BEGIN, LEDGER_END),
+                       *map(wave.markers, WAVES)):
         if begin in text:
             head, rest = text.split(begin, 1)
             text = head + rest.split(end, 1)[1]
@@ -78,7 +80,7 @@ def test_every_number_of_the_writeup_is_in_its_analysis(study):
     text, report = read(study)
     text = without_generated(text)
     numbers = []
-    for sub in ("confirm", "confirm2", RUNG):  # the confirmatory waves' and the rung's analyses, once run
+    for sub in (w["name"] for w in WAVES):  # the confirmatory waves' and the rung's analyses, once run
         conf = os.path.join(ROOT, study, sub, "analysis.json")
         numbers = json_numbers(json.load(open(conf)), numbers) if os.path.isfile(conf) else numbers
     numbers = json_numbers(report, numbers)
@@ -191,7 +193,7 @@ def passed_members(report, study=None):
     if conf and os.path.isfile(conf):
         with open(conf) as fh:
             reports.append(json.load(fh))
-    for sub in ("confirm2", RUNG) if study else ():  # the second wave's and the larger rung's families
+    for sub in (w["name"] for w in WAVES if w["layout"] == "families") if study else ():  # wave 2's, the rung's
         path = os.path.join(ROOT, study, sub, "analysis.json")
         if os.path.isfile(path):
             with open(path) as fh:
@@ -453,8 +455,7 @@ def test_an_attribution_to_the_seed_quotes_it_or_points_to_it(page):
 # (8x, 128 to 1,024) beside the seed's.
 def gate_rows(text):
     """(the front page's confirmatory rows of a gate hypothesis, those whose verdict is not a gate's)."""
-    from studies.confirm import CONFIRM, GATE_IDS
-    gates = {d["claim"] for c in CONFIRM.values() for d in c["hypotheses"] if d["id"] in GATE_IDS}
+    gates = {d["claim"] for c in W1["families"].values() for d in c["hypotheses"] if d.get("gate")}
     section = text.split(FRONT_BEGIN, 1)[1].split(FRONT_END, 1)[0] if FRONT_BEGIN in text else ""
     rows = [[c.strip() for c in r.strip().strip("|").split("|")] for r in section.splitlines() if r.startswith("| [")]
     found = [r for r in rows if r[1] in gates]
@@ -463,8 +464,8 @@ def gate_rows(text):
 
 
 def test_the_gate_check_can_fail():
-    from studies.confirm import CONFIRM, result_words
-    claim = CONFIRM["longctx"]["hypotheses"][0]["claim"]
+    result_words = lambda h: wave.result_words(W1, "longctx", h)  # noqa: E731
+    claim = W1["families"]["longctx"]["hypotheses"][0]["claim"]
     row = f"| [longctx](results/longctx/README.md) | {claim} | 10 | +0.0949 | 1.5e-06 | {{}} |"
     page = lambda words: f"{FRONT_BEGIN}\n\n{row.format(words)}\n{FRONT_END}\n"
     assert gate_rows(page("gate passed")) == ([[f"[longctx](results/longctx/README.md)", claim, "10", "+0.0949",

@@ -1,12 +1,11 @@
-# The machinery sweep.sh sources (bash sweep.sh STUDY: the grids there, what a fork edits): the
-# paper grid's rehearsal on a CPU, skip / resume, the job pool with its signals, and the wall-time
-# estimate of a tiny grid. It reads sweep.sh's settings (SCALE, REHEARSE, OUT, PY, JOBS, GPUS, ...)
-# and defines functions only, plus the pool's state; it is not run on its own.
+# The machinery sweep.sh sources (its grids are what a fork edits): the paper grid's rehearsal on a CPU,
+# skip / resume, the job pool with its signals, the wall-time estimate of a tiny grid. It reads sweep.sh's
+# settings (SCALE, REHEARSE, OUT, PY, JOBS, GPUS, ...) and defines functions and the pool's state only.
 # -----------------------------------------------------------------------------
-# Rehearsal (REHEARSE=1, SCALE=paper only): every line of the paper grid on a CPU, to find what
-# reading misses (a refused flag, a missing file, an outcome with no runs) before GPU-hours
-# are spent. Every line keeps its scripts, flags, run names, steps and passes; one rule, rehearse_lines,
-# shrinks each step, and nothing else differs:
+# Rehearsal (REHEARSE=1, SCALE=paper; docs/cluster.md): every line of the paper grid on a CPU, to find
+# what reading misses (a refused flag, a missing file, an outcome with no runs) before GPU-hours are
+# spent. Lines keep their scripts, flags, run names, steps and passes; one rule, rehearse_lines, shrinks
+# each step:
 #   model     --size S keeps S's depth and heads (so layer patterns and GQA groups are the paper's) at
 #             head dim 8: --n_embd 8 x heads; the record keeps S's name, and N grows with S as in the paper
 #   steps     --iters / 1000 (longctx / 100: its 5% extensions then get 4 steps; at 1 step the only step is
@@ -22,15 +21,10 @@
 #   compile   --compile dropped (compiling on a CPU costs more than these runs)
 #   samples   --samples 1, --depths 1, --probe_samples 1 (stated where a step left evaluate.py's default):
 #             one retrieval sample per task and length (the depth 0.5)
-# REHEARSE_SEEDS=K (default: all) keeps the lines of the first K seeds (and longctx's evaluator seed):
-# K >= 2 still runs every kind of line (longctx's first seed carries the robustness variants, the others
-# not), for a machine too slow for the whole grid; without it no line is left out. The lines run
-# packed, several per Python process (tools/rehearse.py pack), the second-pass lines (evaluate.py only)
-# after every first-pass line. DATA and EVAL_DATA default to folders prepared from the bundled corpus
-# (data.py prepare; EVAL_DATA with half its documents held out). After the analysis, tools/rehearse.py lists
-# each outcome of the study with the number of runs it rests on; an outcome with none fails.
-# The rehearsal's models are barely trained, so its numbers mean nothing and gates (exact match
-# in distribution) fail: a rehearsal tests that every outcome is computed, not what it says.
+# REHEARSE_SEEDS=K keeps the lines of the first K seeds (and longctx's evaluator seed; K >= 2 still runs
+# every kind of line). The lines run packed, several per Python process (tools/rehearse.py pack), the
+# second pass after the first; then tools/rehearse.py lists each outcome with the runs it rests on (none
+# fails). The models are barely trained: a rehearsal tests that every outcome is computed, not its value.
 
 size_heads() {  # model.py's SIZES as "SIZE:HEADS ..." (the rehearsal's width is 8 x heads)
     sed -n 's/^ *"\([0-9.]*[KM]\)": ([0-9]*, [0-9]*, \([0-9]*\)).*/\1:\2/p' "$HERE/model.py" | tr '\n' ' '
