@@ -39,8 +39,8 @@ from studies.common import f, families, lineage_root, load_runs, run_kind, table
 from studies import wave
 from studies.qat import REF_WARMDOWN, qat_decide, qat_plots, qat_study, records
 from studies.qat_md import qat_markdown
-from studies.longctx import longctx_decide, longctx_plots, longctx_report
-from studies.longctx_md import longctx_md
+from studies.longctx import longctx_decide, longctx_report
+from studies.longctx_md import longctx_md, longctx_plots
 from studies.lengen import lengen_decide, lengen_md, lengen_plots, lengen_report
 from studies.posenc import POSENC_FLAGS, posenc_decide, posenc_md, posenc_plots, posenc_report
 
@@ -191,6 +191,8 @@ def plan_basis(w, folder, study, report=None):
     if w.get("kind") == "rung":
         from studies import ledger
         return ledger.load_families(os.path.dirname(os.path.normpath(folder)))
+    if w["runs"][study].get("pilot"):  # the wave's own pilot, published beside the study: DIR/<pilot>/analysis.json
+        report = read_analysis(os.path.join(folder, w["runs"][study]["pilot"]), "--power")
     if report is not None and w["layout"] != "family" and any(r not in report for r in w["runs"][study].get("reads", ())):
         return pilot_report(folder, study, w["runs"][study].get("reads", ()))
     return report
@@ -469,6 +471,8 @@ def main(argv=None):
             rep["confirmatory"], md = wave.confirmatory(w, confirm_study(args.folders[0], args.study, w), rep, runs,
                                                         args.folders)
             lines[2:2] = md
+        elif any(os.path.isfile(os.path.join(d, "wall.json")) for d in args.folders):  # a pilot (tools/run_lines.sh)
+            rep["wall"] = wave.confirm_wall(args.folders)
     except UserError as e:
         warn(str(e))
         return 2

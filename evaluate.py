@@ -473,9 +473,9 @@ def algo_bins(lo, lengths):
 
 @torch.no_grad()
 def eval_algo(model, tc, lengths, n, device="cpu", bar=None):
-    """Exact match and answer loss per input-length bin with tasks.algo_eval (every input length of
-    the bin, equally often); the evaluation block grows to fit the longest example (positions past
-    training are the point), with the training's random offsets."""
+    """Exact match, answer loss and answer-token accuracy (token_acc) per input-length bin with
+    tasks.algo_eval (every input length of the bin, equally often); the evaluation block grows to fit the
+    longest example (positions past training are the point), with the training's random offsets."""
     lo, N = train.algo_lengths(tc)
     out = dict(train_len=[lo, N], by_length={})
     for a, b in algo_bins(lo, lengths):
@@ -488,7 +488,7 @@ def eval_algo(model, tc, lengths, n, device="cpu", bar=None):
             r = algo_eval(model, tc.algo, (a, b), max(model.config.block_size, need), tc.seed, tc.algo_offset, n, device)
         except ValueError as e:
             raise UserError(f"cannot evaluate input lengths {a}-{b} ({need} tokens): {e}") from None
-        out["by_length"][str(b)] = dict(lo=a, hi=b, exact=r["acc"], loss=r["loss"], n=n)
+        out["by_length"][str(b)] = dict(lo=a, hi=b, exact=r["acc"], loss=r["loss"], token_acc=r["token_acc"], n=n)
         tick(bar)
     return out
 

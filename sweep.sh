@@ -15,10 +15,10 @@
 #   SCALE=tiny|paper  tiny (default) fits a 2-core CPU (qat: 99 runs, 13 min on 2 idle cores); paper = the seeds' grids
 #   CONFIRM=1|2       tiny only: a confirmatory wave, only the cells its declared families need, at its fresh seeds
 #                     (studies/waves/*.toml): 1 = wave1.toml, runs under OUT/confirm/STUDY; 2 = wave2.toml
-#                     (qat, longctx, lengen, posenc), runs under runs/confirm2/STUDY (OUT/confirm2 when OUT is set).
-#                     analyze.py --confirm decides the families; PUBLISH=1 writes RESULTS/STUDY/confirm, confirm2
+#                     (qat, longctx, lengen, posenc), runs/confirm2/STUDY (OUT/confirm2 if OUT is set); PUBLISH=1: RESULTS/STUDY/NAME
 #   CONFIRM=3         the larger rung, only as `bash sweep.sh rung1`: runs under runs/rung1/{qat,qat-probes,lengen,
 #                     posenc} (one wall: runs/rung1/wall.json), analyses in RESULTS/STUDY/rung1
+#   CONFIRM=4..9      a wave whose jobs its file declares as data ([[runs.STUDY.jobs]]): runs/NAME/STUDY, seed by seed
 #   OUT=out/sweeps    output root: run folders OUT/STUDY/RUN_NAME, logs OUT/STUDY/logs/ (relative paths are
 #                     relative to this folder: commands run from the repository root)
 #   JOBS=N            parallel jobs (default: GPUs in GPUS x JOBS_PER_GPU, else CPU cores for tiny, else 1); each
@@ -80,7 +80,10 @@ case $CONFIRM in
        # a sitting's finished jobs can be committed and the next sitting, even on a fresh clone, resumes them
        [[ $CONFIRM != 1 && -z $OUT_SET ]] && OUT=runs
        RESULTS_SUB=/${WAVE_DIR[CONFIRM]}; OUT=$OUT$RESULTS_SUB ;;
-    *) die "CONFIRM must be 0, 1, 2 or 3, got '$CONFIRM'" ;;
+    [4-9]) [[ $SCALE == tiny && $REHEARSE == 0 ]] || die "CONFIRM=$CONFIRM is a tiny wave: SCALE=tiny, REHEARSE=0"
+       WAVE_DIR[CONFIRM]=$(python -m studies.wave name "$CONFIRM") ; [[ -n ${WAVE_DIR[CONFIRM]} ]] || exit 2
+       [[ -z $OUT_SET ]] && OUT=runs; RESULTS_SUB=/${WAVE_DIR[CONFIRM]}; OUT=$OUT$RESULTS_SUB ;;  # jobs as data
+    *) die "CONFIRM must be 0-9 (a wave of studies/waves/), got '$CONFIRM'" ;;
 esac
 case $REHEARSE in
     0) ;;
@@ -399,7 +402,7 @@ wave_seeds() {  # STUDY WAVE -> its seeds, space-separated (studies/waves/*.toml
     (cd "$HERE" && python -m studies.wave seeds "$2" "$1") || die "wave $2: cannot read its seeds (python -m studies.wave)"
 }
 declare -A CONFIRM_SEEDS=()
-if [[ $CONFIRM != 0 ]]; then for s_ in $STUDIES; do CONFIRM_SEEDS[$s_]=$(wave_seeds "$s_" "$CONFIRM"); done; fi
+if (( CONFIRM && CONFIRM < 4 )); then for s_ in $STUDIES; do CONFIRM_SEEDS[$s_]=$(wave_seeds "$s_" "$CONFIRM"); done; fi
 RUNG_LONG=0.5M  # the rung's lengen and posenc cells: width 128
 # By CONFIRM:STUDY, each wave's QAT rows ('|' between; every row at a seed, then the next seed), the
 # variants of its lengen and posenc cells, and the QAT analysis' fit sizes.
@@ -419,6 +422,7 @@ declare -A QAT_WAVE_FIT=([1:qat]=39K [1:qat-probes]=14K,25K [3:qat]=0.1M [3:qat-
 in_wave() { [[ $CONFIRM == 0 || " ${WAVE_CELLS[$CONFIRM:$1]} " == *" $2 "* ]]; }  # KEY LABEL: a cell this sweep runs?
 
 grid() {
+    if (( CONFIRM >= 4 )); then python -m studies.wave grid "$CONFIRM" "$1" --out "${OUT%"$RESULTS_SUB"}" || exit 2; return; fi
     [[ $CONFIRM == 3 ]] && set -- qat qat-probes lengen posenc  # the rung: every run-study, in the claims ledger's order
     [[ $CONFIRM == 2 && $1 == qat-probes ]] && die "CONFIRM=2 has no qat-probes sweep (its studies: qat longctx lengen posenc)"
     local s; for s; do grid_"$s"; done
@@ -461,7 +465,7 @@ post() {
         flags+=(--fit_sizes "$fit" --out "$OUT/$study")
     fi
     [[ $CONFIRM == 1 ]] && flags+=(--confirm)  # the declared family (studies/waves/wave1.toml), decided on these runs
-    if [[ $CONFIRM == 2 || $CONFIRM == 3 ]]; then  # the wave's families (studies/waves/*.toml); posenc's
+    if (( CONFIRM >= 2 )); then  # the wave's families (studies/waves/*.toml); posenc's
         flags+=(--confirm --wave "$CONFIRM")     # read lengen's task runs too
         if [[ $study == posenc && -d $OUT/lengen ]]; then folders+=("$OUT/lengen"); flags=("${flags[@]/#posenc/posenc,lengen}"); fi
     fi

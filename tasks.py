@@ -595,7 +595,8 @@ def algo_targets(task, lengths, rows, block, seed, offset_max=0, cover=False, wi
 @torch.no_grad()
 @torch.no_grad()
 def algo_eval(model, task, lengths, block, seed=0, offset_max=0, n=256, device="cpu"):
-    """Answer-token loss and exact match of model on n fixed examples with input lengths in
+    """Answer-token loss, exact match and answer-token accuracy (the share of answer tokens predicted
+    right: graded where exact match sits at 0) of model on n fixed examples with input lengths in
     `lengths` (min, max), every length of the range equally often (n >= max - min + 1): the one
     evaluation of algorithmic runs, in training and in evaluate.py. fp32 whatever autocast the
     caller runs under: an exact-match score must not hinge on bf16 ties between logits."""
@@ -606,5 +607,7 @@ def algo_eval(model, task, lengths, block, seed=0, offset_max=0, n=256, device="
         logits, loss = model(x.to(device), y.to(device))
     model.train(was)
     mask = (y >= 0).long()
-    acc = algo_exact_match(logits.argmax(-1).cpu(), y.clamp_min(0), mask).float().mean().item()
-    return dict(loss=loss.item(), acc=acc, bpb=None, tokens=int(mask.sum()))
+    pred = logits.argmax(-1).cpu()
+    acc = algo_exact_match(pred, y.clamp_min(0), mask).float().mean().item()
+    token_acc = ((pred == y) & (mask == 1)).sum().item() / max(int(mask.sum()), 1)
+    return dict(loss=loss.item(), acc=acc, token_acc=token_acc, bpb=None, tokens=int(mask.sum()))

@@ -251,6 +251,9 @@ def hypothesis_status(h):
         return "pending", "pending: not run yet"
     if h.get("not_read"):
         return "undecided", f"not read: {h['not_read']}"
+    if h.get("rule"):  # decided by the seed's own rule, not by a p (studies/decisions.py: the prediction intervals)
+        st = "confirmed" if h["rule"].get("passed") else "refuted" if h["rule"].get("refuted") else "undecided"
+        return st, h["rule"].get("words") or st
     if h.get("opposite"):
         return "refuted", "passed opposite to the seed"
     if h.get("negligible"):  # a declared smallest effect of interest: the interval lies inside +-sesoi

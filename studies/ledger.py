@@ -5,26 +5,41 @@ confirmatory analyses give it. Generated, never typed: `python analyze.py --ledg
 results/ledger.md, results/ledger.json, results/ledger_forest.png and the front page's ledger section.
 
 A claim's status:
-- confirmed: every hypothesis that tests it passed in the seed's direction (a claimed null: equivalent);
-- refuted: one passed against the seed's direction, or an equivalence failed with its whole 90% interval
-  outside the margin (not Holm-adjusted: a descriptive refutation of a claimed null);
-- undecided: neither; the row gives the effect each null could have detected;
-- untestable: no hypothesis can test it at this scale or in this harness (the row says why);
-- not tested: testable here, but in no confirmatory family yet (the row says what exists for it);
-- pending: some of its hypotheses are declared but not yet run (unless another already refutes it).
-With several tests: refuted if any is refuted; else pending while any is not run; else undecided if any
-is undecided; else confirmed. A claim of a paper the seeds only cite (nope-1) is counted apart.
+- confirmed: every part of its sentence has tests, and every test of every part passed in the seed's direction
+  (a claimed null: equivalent);
+- partial: every tested part is confirmed, and some part has no test (untestable here, or not tested yet): the
+  row names the part;
+- refuted: a part's test passed against the seed's direction, or an equivalence failed with its whole 90%
+  interval outside the margin (not Holm-adjusted: a descriptive refutation of a claimed null), or a directional
+  test's 95% interval lies inside +-sesoi, its declared smallest effect of interest ('negligible': refutes 'the
+  effect exists'; Lakens 2017, Simonsohn 2015) -- and the sentence states what was refuted;
+- undecided: neither; the row gives the effect each null could have detected. A test refuted on this project's
+  own assumption (a task order, a fixed step budget, a window that grows with N, this project's ExPE values) or
+  against a baseline or direction the sentence does not state leaves its part undecided, never refuted, and the
+  row says which assumption;
+- pending: a test of some part is declared but not yet run (a later wave's test that supersedes an earlier one
+  included), unless another part is already refuted;
+- untestable: no part can be tested at this scale or in this harness (the row says why);
+- not tested: testable here, but no part is in a confirmatory family yet (the row says what exists for it).
+A part's status from its tests (a superseded test is shown, with why, and left out): refuted if any is
+refuted; else pending while any is not run; else undecided if any is undecided; else confirmed (a part declared
+"at least k of its tests", as cracks-8's "several", is confirmed when k are, and refuted when so many are refuted
+that k cannot be). A claim's from its parts: refuted if any is; else pending; else undecided; else partial if
+a part has no test; else confirmed. A claim of a paper the seeds only cite (nope-1) is counted apart. The count
+line also counts the distinct tests (wave, family, id) behind the seed claims by their status, superseded and
+beside tests apart.
 """
 import json
 import os
 
 from studies import wave
-from studies.claims import CLAIMS, EXCLUDED, RULE
+from studies.claims import CLAIMS, EXCLUDED, MARGIN_SOURCES, RULE, SOURCE_OF
 from studies.common import ci, f, hypothesis_status, table
 from studies.rung import across, verdict
 from studies.wave import find
 
-STATUSES = ("confirmed", "refuted", "undecided", "untestable", "not tested", "pending")
+STATUSES = ("confirmed", "partial", "refuted", "undecided", "pending", "untestable", "not tested")
+TEST_STATUSES = ("confirmed", "refuted", "undecided", "pending")
 NOT_TESTED = "not in a confirmatory family"  # how claims.py words a testable claim no family tests yet
 COLOURS = {"confirmed": "tab:green", "refuted": "tab:red", "undecided": "tab:grey", "pending": "tab:blue"}  # pending: no effect yet
 LEDGER_BEGIN, LEDGER_END = "<!-- claims ledger -->", "<!-- /claims ledger -->"
@@ -48,40 +63,89 @@ def load_families(results):
     return out
 
 
+def test_row(ref, fams):
+    """One test of a part (claims.py: {test, rests_on, superseded_by, why}) with its decided hypothesis: its status
+    and words, and, where a refutation rests on this project's assumption (rests_on), the part's reading of it:
+    undecided, with the assumption named. A margin or sesoi carries its source (the stored declaration's, else
+    claims.MARGIN_SOURCES for waves 1-2)."""
+    wv, family, hid = ref["test"]
+    h = find(fams, wv, family, hid)
+    st, words = hypothesis_status(h)
+    if st == "refuted" and ref.get("rests_on"):
+        st, words = "undecided", f"{words}; undecided here: the refutation rests on {ref['rests_on']}"
+    src = (h or {}).get("source") or MARGIN_SOURCES.get(SOURCE_OF.get((wv, family, hid)))
+    return {"wave": wv, "family": family, "id": hid, "status": st, "words": words,
+            "effect": (h or {}).get("effect"), "ci": (h or {}).get("ci"), "n": (h or {}).get("n"),
+            "p_holm": (h or {}).get("p_holm"), "margin": (h or {}).get("margin"), "sesoi": (h or {}).get("sesoi"),
+            "source": src if (h or {}).get("margin") is not None or (h or {}).get("sesoi") is not None else None,
+            "declared": (h or {}).get("declared"), "sd": (h or {}).get("sd"), "mde": (h or {}).get("mde"),
+            "rests_on": ref.get("rests_on"), "superseded_by": [list(x) for x in ref.get("superseded_by") or ()],
+            "why": ref.get("why")}
+
+
+def part_status(part, tests):
+    """A part's status from its tests' (superseded ones left out; the rule above)."""
+    live = [t["status"] for t in tests if not t["superseded_by"]]
+    if not live:
+        return "not tested" if (part.get("untested") or "").startswith(NOT_TESTED) else "untestable"
+    k = part.get("at_least")
+    if k:  # "at least k of these": confirmed when k are, refuted when fewer than k can still be
+        if live.count("confirmed") >= k:
+            return "confirmed"
+        if len(live) - live.count("refuted") < k:
+            return "refuted"
+        return "pending" if "pending" in live else "undecided"
+    return combined(live)
+
+
 def claim_row(c, fams):
-    """A claim with its tests (each with its decided hypothesis, status and words) and its status."""
-    tests = []
-    for wave, family, hid in c.get("tests") or ():
-        h = find(fams, wave, family, hid)
-        st, words = hypothesis_status(h)
-        tests.append({"wave": wave, "family": family, "id": hid, "status": st, "words": words,
-                      "effect": (h or {}).get("effect"), "ci": (h or {}).get("ci"), "n": (h or {}).get("n"),
-                      "p_holm": (h or {}).get("p_holm"), "margin": (h or {}).get("margin"),
-                      "declared": (h or {}).get("declared"), "sd": (h or {}).get("sd"), "mde": (h or {}).get("mde")})
-    pending = sum(t["status"] == "pending" for t in tests)
-    if c.get("untestable") and not tests:
-        status = "not tested" if c["untestable"].startswith(NOT_TESTED) else "untestable"
-    else:
-        status = combined([t["status"] for t in tests])
+    """A claim with its parts (each with its tests, each with its decided hypothesis, status and words, and the
+    part's status), the tests beside it, the flat list of its tests, and its status (the rule above)."""
+    parts, flat = [], {}
+    for p in c.get("parts") or ():
+        tests = [test_row(ref, fams) for ref in p["tests"]]
+        for t in tests:  # a test superseded in one part and live in another is live
+            key = (t["wave"], t["family"], t["id"])
+            if key not in flat or (flat[key]["superseded_by"] and not t["superseded_by"]):
+                flat[key] = t
+        parts.append({"label": p["label"], "words": p["words"], "untested": p.get("untested"),
+                      "stand_in": p.get("stand_in"), "at_least": p.get("at_least"), "status": part_status(p, tests),
+                      "tests": tests})
+    beside = [dict(test_row(b, fams), why=b["why"]) for b in c.get("beside") or ()]
+    live = [t for t in flat.values() if not t["superseded_by"]]
     return {**{k: c.get(k) for k in ("id", "paper", "quote", "tiny", "untestable", "prior_work", "cited",
-                                      "paraphrase")}, "status": status, "pending_tests": pending, "tests": tests,
-            "rung": rung_row(c, tests, fams)}
+                                      "paraphrase")}, "status": claim_status([p["status"] for p in parts]),
+            "pending_tests": sum(t["status"] == "pending" for t in live), "parts": parts, "beside": beside,
+            "tests": list(flat.values()), "rung": rung_row(c, list(flat.values()), fams)}
 
 
 def combined(statuses):
-    """A claim's status from its tests' (the rule above)."""
+    """A part's status from its tests' (the rule above)."""
     done = [s for s in statuses if s != "pending"]
     return ("refuted" if "refuted" in done else "pending" if len(done) < len(statuses) else
             "undecided" if "undecided" in done else "confirmed")
 
 
+def claim_status(parts):
+    """A claim's status from its parts' (the rule above)."""
+    tested = [s for s in parts if s not in ("untestable", "not tested")]
+    if not tested:
+        return "not tested" if "not tested" in parts else "untestable"
+    for s in ("refuted", "pending", "undecided"):
+        if s in tested:
+            return s
+    return "partial" if len(tested) < len(parts) else "confirmed"
+
+
 def rung_row(c, tests, fams):
     """The claim at the larger rung (studies/waves/rung1.toml): each tiny test's rerun (its rung verdict, effect,
     and the comparison across sizes), the claim's rung status by the same rule, and holds / weakens / flips; or
-    why it has no rung (skipped, or not decided at the tiny size)."""
+    why it has no rung (skipped, or not decided at the tiny size). The reruns of a superseded tiny test are listed
+    (superseded: true) and left out of the rung status, as the tiny test is out of the claim's."""
     rw = wave.rung()
     index = wave.mirrors(rw)
     rows = []
+    live = [t for t in tests if not t.get("superseded_by")]
     for t in tests:
         key = (t["wave"], t["family"], t["id"])
         if key not in index:
@@ -89,25 +153,36 @@ def rung_row(c, tests, fams):
         name, hid = index[key]
         h = find(fams, rw["wave"], name, hid)
         a = across(find(fams, t["wave"], t["family"], t["id"]), h)
-        rows.append({"tiny": list(key), "family": name, "id": hid, "status": hypothesis_status(h)[0],
+        st, words = hypothesis_status(h)
+        if st == "refuted" and t.get("rests_on"):  # the tiny test's assumption holds at the rung too
+            st, words = "undecided", f"{words}; undecided here: the refutation rests on {t['rests_on']}"
+        rows.append({"tiny": list(key), "family": name, "id": hid, "status": st,
                      "gated_out": (h or {}).get("gated_out") or [],
-                     "words": hypothesis_status(h)[1], "effect": (h or {}).get("effect"), "ci": (h or {}).get("ci"),
+                     "words": words, "effect": (h or {}).get("effect"), "ci": (h or {}).get("ci"),
                      "n": (h or {}).get("n"), "p_holm": (h or {}).get("p_holm"), "margin": (h or {}).get("margin"),
                      "declared": (h or {}).get("declared"), "sd": (h or {}).get("sd"),
-                     "size": rw["runs"][rw["families"][name]["runs"]]["size"], "across": a})
-    if not rows:
-        why = wave.skipped(rw, combined([t["status"] for t in tests]), [(t["wave"], t["family"], t["id"]) for t in tests]) if tests else None
-        return {"status": None, "why": why or ("no test at the tiny size" if not tests else "not in the rung"),
-                "tests": []}
-    st = combined([r["status"] for r in rows])
-    missing = [f"w{t['wave']} {t['family']}/{t['id']}" for t in tests if (t["wave"], t["family"], t["id"]) not in index]
-    tiny = combined([t["status"] for t in tests])
+                     "size": rw["runs"][rw["families"][name]["runs"]]["size"], "across": a,
+                     "superseded": bool(t.get("superseded_by"))})
+    if not any(not r["superseded"] for r in rows):
+        why = wave.skipped(rw, combined([t["status"] for t in live]), [(t["wave"], t["family"], t["id"]) for t in live]) if live else None
+        later = sorted({f"wave {t['wave']}" for t in live if t["wave"] > rw["wave"]})
+        some = "its tests are" if all(t["wave"] > rw["wave"] for t in live) else "some of its tests are"
+        why = why or ("no test at the tiny size" if not live else
+                      f"not in the rung: {some} {' and '.join(later)}'s, declared after it" if later else
+                      "not in the rung")
+        return {"status": None, "why": why, "tests": rows}
+    st = combined([r["status"] for r in rows if not r["superseded"]])
+    missing = [f"w{t['wave']} {t['family']}/{t['id']}" for t in live if (t["wave"], t["family"], t["id"]) not in index]
+    done = [t["status"] for t in live if t["status"] != "pending"]  # a test not run yet has nothing to compare
+    tiny = combined(done) if done else "pending"
     v = verdict(tiny, st)
     marks = list(dict.fromkeys(r["across"]["why"] for r in rows if r["across"].get("why")))
     if v == "weakens" and marks:  # why it weakened: too few seeds for the tiny effect, or a recipe not learned
         v += f" ({'; '.join(marks)})"
-    why = [f"not rerun: w{t['wave']} {t['family']}/{t['id']} ({wave.not_rerun(rw).get((t['wave'], t['family'], t['id']), 'not in the rung')})"
-           for t in tests if (t["wave"], t["family"], t["id"]) not in index]
+    why = [f"not rerun: w{t['wave']} {t['family']}/{t['id']} ("
+           + ("declared after the rung" if t["wave"] > rw["wave"] else
+              wave.not_rerun(rw).get((t["wave"], t["family"], t["id"]), "not in the rung")) + ")"
+           for t in live if (t["wave"], t["family"], t["id"]) not in index]
     return {"status": st, "verdict": v, "tests": rows, "not_rerun": missing, "why": "; ".join(why) or None}
 
 
@@ -129,8 +204,29 @@ def ledger(results):
     counts = {s: sum(r["status"] == s and not r.get("cited") for r in rows) for s in STATUSES}
     w = walls(results)
     return {"rule": RULE, "statuses": __doc__.split("A claim's status:")[1].strip(),
-            "n": sum(not r.get("cited") for r in rows), "cited": [r for r in rows if r.get("cited")], "counts": counts, "rows": rows, "excluded": EXCLUDED,
+            "n": sum(not r.get("cited") for r in rows), "cited": [r for r in rows if r.get("cited")], "counts": counts,
+            "test_counts": test_counts(rows), "rows": rows, "excluded": EXCLUDED,
             "walls": [{"wave": k[0], "study": k[1], "wall": v} for k, v in w.items()]}
+
+
+def test_counts(rows):
+    """The distinct tests (wave, family, id) behind the seed claims (not the cited paper's), by status: a test
+    that decides a part, by the status it gives there (a refutation on this project's assumption: undecided; a
+    test read both ways in two rows counts once, at its more cautious reading); superseded and beside tests
+    apart, each counted once (a test that decides one row and is superseded in another counts as deciding)."""
+    seen, superseded, beside = {}, set(), set()
+    order = {"pending": 0, "undecided": 1, "refuted": 2, "confirmed": 3}
+    for r in (r for r in rows if not r.get("cited")):
+        for p in r["parts"]:
+            for t in p["tests"]:
+                key = (t["wave"], t["family"], t["id"])
+                if t["superseded_by"]:
+                    superseded.add(key)
+                elif key not in seen or order[t["status"]] < order[seen[key]]:
+                    seen[key] = t["status"]
+        beside |= {(t["wave"], t["family"], t["id"]) for t in r["beside"]}
+    out = {s: sum(v == s for v in seen.values()) for s in TEST_STATUSES}
+    return {"n": len(seen), **out, "superseded": len(superseded - set(seen)), "beside": len(beside - set(seen))}
 
 
 def waves_line(led):
@@ -152,11 +248,16 @@ def waves_line(led):
 
 
 def count_line(led):
-    c = led["counts"]
+    """The claims by status, then the distinct tests behind them by status (superseded and beside apart), then the
+    cited paper's claims."""
+    c, t = led["counts"], led["test_counts"]
     cited = "; ".join(f"{r['id']}: {r['status']}" for r in led["cited"])
-    return (f"**{led['n']} seed claims: {c['confirmed']} confirmed, {c['refuted']} refuted, {c['undecided']} "
-            f"undecided, {c['untestable']} untestable here, {c['not tested']} not tested yet"
-            + (f", {c['pending']} pending (runs not finished)" if c["pending"] else "")
+    return (f"**{led['n']} seed claims: {c['confirmed']} confirmed, {c['partial']} partial (a part untested), "
+            f"{c['refuted']} refuted, {c['undecided']} undecided, {c['pending']} pending (declared tests not run "
+            f"yet), {c['untestable']} untestable here, {c['not tested']} not tested yet; behind them {t['n']} "
+            f"distinct tests: {t['confirmed']} confirmed, {t['refuted']} refuted, {t['undecided']} undecided, "
+            f"{t['pending']} pending (declared, not run), and {t['superseded']} superseded and {t['beside']} beside "
+            "(shown in their rows, out of the statuses)"
             + (f"; plus {len(led['cited'])} claim of a paper the seeds cite ({cited})" if cited else "") + ".**")
 
 
@@ -177,22 +278,30 @@ def decided_by(r, short=False):
 
 
 def front_md(led):
-    """The front page's ledger: the count line, which claims reproduced and which did not (each by id, with
-    the quoted words and tests in results/ledger.md), the walls, the plot."""
-    by = lambda st: ", ".join(r["id"] for r in led["rows"] if r["status"] == st and not r.get("cited")) or "none"
-    L = [count_line(led), "",
-         "Every sentence of the seed abstracts that states a result, in the seeds' order, quoted with its status, "
-         "its restatement in tiny terms and the tests behind it: [results/ledger.md](results/ledger.md) (rule and "
-         "statuses there). Generated by `python analyze.py --ledger README.md` from `results/*/confirm*/analysis.json`.",
-         "",
-         f"- Reproduced here (confirmed): {by('confirmed')}.",
-         f"- Did not reproduce (refuted): {by('refuted')}.",
-         f"- Undecided (the detectable effects are in the ledger): {by('undecided')}.",
-         *([f"- Pending (wave 2 runs not finished): {by('pending')}."] if led["counts"]["pending"] else []),
-         f"- Untestable here: {by('untestable')}; not tested yet: {by('not tested')}.", "",
-         waves_line(led), "",
-         "![Each tested claim's effect and interval, in the seed's direction](results/ledger_forest.png)", ""]
-    L += rung_md(led)
+    """The front page's ledger, for a newcomer: the count line, the claims by status (each id a link to its row
+    of results/ledger.md), one line of links, and the decided claims at the larger rung. The walls, the waves'
+    prose and the reasons live in docs/waves.md, results/ledger.md and the write-ups."""
+    link = lambda r: f"[{r['id']}](results/ledger.md#{r['id']})"
+    ids = lambda rows: ", ".join(map(link, rows)) or "none"
+    seed = [r for r in led["rows"] if not r.get("cited")]
+    label = {"confirmed": "confirmed (reproduced here)", "partial": "partial (a part of the sentence untested)",
+             "refuted": "refuted (did not reproduce)",
+             "undecided": "undecided", "untestable": "untestable here", "not tested": "not tested yet",
+             "pending": "pending (runs not finished)"}
+    L = [count_line(led), "", "| status | claims |", "|---|---|"]
+    L += [f"| {label[s]} | {ids([r for r in seed if r['status'] == s])} |" for s in STATUSES
+          if s != "pending" or led["counts"]["pending"]]
+    L += [f"| {r['status']}: a claim of a paper the seeds cite | {link(r)} |" for r in led["cited"]]
+    L += ["", "Each claim's quote, tests and effects: [results/ledger.md](results/ledger.md) and "
+          "[the forest plot](results/ledger_forest.png). Generated by `python analyze.py --ledger README.md`. "
+          "The claims decided here, rerun at [the larger rung](docs/waves.md#the-larger-rung-wave-3) "
+          "([effect against size](results/ledger_sizes.png)):", ""]
+    decided = [r for r in led["rows"] if r["status"] in ("confirmed", "refuted")]
+    by = lambda v: [r for r in decided if r["rung"]["status"] is not None and (r["rung"].get("verdict") or "").startswith(v)]
+    L += ["| at the larger rung | claims |", "|---|---|",
+          f"| holds | {ids(by('holds'))} |", f"| weakens | {ids(by('weakens'))} |", f"| flips | {ids(by('flips'))} |"]
+    L += [f"| {v} | {ids(by(k))} |" for k, v in (("not", "not learned"), ("pending", "pending")) if by(k)]
+    L += [f"| skipped | {ids([r for r in decided if r['rung']['status'] is None])} |", ""]
     return L
 
 
@@ -236,11 +345,7 @@ def full_md(led):
          "## Claims", ""]
     rows = []
     for r in led["rows"]:
-        tests = "<br>".join(
-            f"w{t['wave']} {t['family']}/{t['id']}: {t['words']}"
-            + (f", {ci(t['effect'], *(t['ci'] or (None, None)), '+.3g')}, Holm p {f(t['p_holm'], '.2g')}, "
-               f"{t['n']} seeds" if t["effect"] is not None else "") for t in r["tests"]) or r["untestable"]
-        rows.append([r["id"], quote(r), r["tiny"], r["status"], tests, rung_cell(r)])
+        rows.append([f'<a id="{r["id"]}"></a>{r["id"]}', quote(r), r["tiny"], r["status"], parts_cell(r), rung_cell(r)])
     L += table(["#", "the seed's words", "in tiny terms", "status", "tests", f"larger rung ({wave.rung()['declared_in']})"], rows) + [""]
     L += ["## Sentences left out, and why", ""]
     L += table(["paper", "sentence", "why not a result claim"], [[e["paper"], f"\"{e['quote']}\"", e["why"]]
@@ -249,35 +354,71 @@ def full_md(led):
     return L
 
 
+def test_cell(t):
+    """One test in the ledger's tests column: its verdict, effect and interval, its margin or sesoi with the source,
+    and, for a superseded test, what replaces it and why."""
+    s = (f"w{t['wave']} {t['family']}/{t['id']}: {t['words']}"
+         + (f", {ci(t['effect'], *(t['ci'] or (None, None)), '+.3g')}, Holm p {f(t['p_holm'], '.2g')}, "
+            f"{t['n']} seeds" if t["effect"] is not None else ""))
+    for k in ("margin", "sesoi"):
+        if t.get(k) is not None:
+            s += f"; {k} +-{f(t[k], '.3g')} ({t['source'] or 'no source declared'})"
+    if t["superseded_by"]:
+        s = (f"~~{s}~~ superseded by " + ", ".join(f"w{w} {fa}/{i}" for w, fa, i in t["superseded_by"])
+             + f": {t['why']}")
+    return s
+
+
+def parts_cell(r):
+    """The ledger's tests column: each part of the sentence (its label, its words where they are not the whole
+    quote, its status), what stands in for the seed's, its tests or why it has none; then the tests beside it."""
+    out = []
+    for p in r["parts"]:
+        head = "" if len(r["parts"]) == 1 and p["words"] == r["quote"] else (
+            f"**{p['label']}**" + (f" ('{p['words']}')" if p["words"] != r["quote"] else "") + f": {p['status']}"
+            + (f" (at least {p['at_least']} of its tests)" if p.get("at_least") else ""))
+        lines = ([head] if head else []) + (
+            [f"stand-in: {p['stand_in']}"] if p.get("stand_in") else []) + (
+            [test_cell(t) for t in p["tests"]] or [f"no test: {p['untested']}"])
+        out.append("<br>".join(lines))
+    out += [f"beside, not deciding: {test_cell(t)}: {t['why']}" for t in r["beside"]]
+    return "<br><br>".join(out)
+
+
 JSON_KEYS = (
     "results/ledger.json holds this page as data: `rule`, `statuses` (the two texts above), `n` (seed claims), "
     "`counts` (claims by status), `cited` (the cited paper's rows), `excluded` (paper, quote, why), `walls` (wave: 1, 2 or 3 "
-    "for the rung, whose run-studies share one wall; study, wall: seconds, sittings, jobs, text; null until analysed), `plot` and `sizes_plot` (the figures' paths) "
+    "for the rung, whose run-studies share one wall; study, wall: seconds, sittings, jobs, text; null until analysed), `plot` and `sizes_plot` (the figures' paths), "
+    "`test_counts` (the distinct tests behind the seed claims: n and by status, superseded, beside) "
     "and `rows`, one per claim: `id`, `paper`, `quote`, `tiny`, `status`, `untestable`, `prior_work`, `cited`, "
-    "`paraphrase`, `pending_tests`, `tests` (each: wave, family, id, status, words, effect, ci, n, p_holm, margin, "
-    "declared, sd, mde) and `rung`: the larger rung's `status` (null when the claim has no rung test, with `why`), "
+    "`paraphrase`, `pending_tests`, `parts` (each: label, words, untested, stand_in, at_least, status, tests), "
+    "`beside` (tests shown, not deciding, each with why), `tests` (every test of its parts once; each: wave, family, "
+    "id, status, words, effect, ci, n, p_holm, margin, sesoi, source, declared, sd, mde, rests_on, superseded_by, "
+    "why) and `rung`: the larger rung's `status` (null when the claim has no rung test, with `why`), "
     "its `verdict` across sizes (holds, weakens, flips, pending), `not_rerun` (tiny tests without a rung test) and "
-    "`tests`, each rung test with `tiny` (the [wave, family, id] it reruns), `family`, `id`, `size`, `status`, "
+    "`tests`, each rung test with `tiny` (the [wave, family, id] it reruns), `superseded` (its tiny test is), `family`, `id`, `size`, `status`, "
     "`words`, `effect`, `ci`, `n`, `p_holm`, `margin`, `declared`, `sd` and `across`: `tiny` and `rung` statuses, "
     "`diff` (rung minus tiny effect), `diff_ci` (its 95% Welch interval) and `verdict`. Every per-seed value behind "
-    "these is in the analysis.json each test names (results/STUDY/confirm, confirm2, rung1).")
+    "these is in the analysis.json each test names (results/STUDY/NAME, NAME a wave's: confirm, confirm2, rung1, "
+    "cracks4, wave5).")
 
 
 def rung_cell(r):
     """The ledger's rung column: the claim's status at the larger size and its verdict across sizes, each rerun
     test's effect and the difference from the tiny effect; or why there is none."""
     g = r["rung"]
-    if g["status"] is None:
+    if g["status"] is None and not g["tests"]:
         return "-" if g["why"] == "no test at the tiny size" else f"not run: {g['why']}"
-    parts = [f"**{g['status']}** ({g['verdict']})"]
-    for t in g["tests"]:
+    parts = [f"**{g['status']}** ({g['verdict']})" if g["status"] is not None else f"not run: {g['why']}"]
+    for t in g["tests"]:  # a superseded tiny test's rerun is shown, struck, out of the status
         a = t["across"]
-        parts.append(f"{t['size']} {t['family']}/{t['id']}: {t['words']}"
+        parts.append(("superseded at the tiny size: " if t.get("superseded") else "")
+                     + f"{t['size']} {t['family']}/{t['id']}: {t['words']}"
                      + (f", {ci(t['effect'], *(t['ci'] or (None, None)), '+.3g')}, Holm p {f(t['p_holm'], '.2g')}, "
                         f"{t['n']} seeds" + (f" ({len(t['gated_out'])} gated out)" if t["gated_out"] else "")
                         + f"; rung - tiny {ci(a['diff'], *(a['diff_ci'] or (None, None)), '+.3g')}: {a['verdict']}"
                         if t["effect"] is not None else ""))
-    if g.get("why"):
+    if g.get("why") and g["status"] is not None:
         parts.append(g["why"])
     return "<br>".join(parts)
 
@@ -292,7 +433,7 @@ def sizes_plot(led, path):
     rw = wave.rung()
     pts = {}
     for r in led["rows"]:
-        for t in r["rung"]["tests"]:
+        for t in (t for t in r["rung"]["tests"] if not t.get("superseded")):
             key = (t["family"], t["id"])
             tiny = next((x for x in r["tests"] if [x["wave"], x["family"], x["id"]] == t["tiny"]), None)
             if tiny is None or tiny["effect"] is None:
@@ -345,9 +486,9 @@ def forest(led, path):
     differ, nats, exact match, z); right, the claimed nulls, effect and 90% interval over the margin (+-1)."""
     from studies.common import figures
     tests, claims = {}, {}
-    for r in led["rows"]:  # a hypothesis deciding several claims is drawn once
+    for r in led["rows"]:  # a hypothesis deciding several claims is drawn once; a superseded one is not drawn
         for t in r["tests"]:
-            if t["effect"] is not None and t["ci"] and (t["sd"] or t["margin"]):
+            if t["effect"] is not None and t["ci"] and (t["sd"] or t["margin"]) and not t["superseded_by"]:
                 key = (t["wave"], t["family"], t["id"])
                 tests.setdefault(key, t)
                 claims.setdefault(key, []).append(r["id"])

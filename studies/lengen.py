@@ -17,10 +17,14 @@ from studies.encodings import (BASELINES, ENCODING_KEYS, ENCODING_ORDER, Family,
                                encoding, family_verdict, hope_pairs, per_seed, seed_diffs)
 
 
+GRADED = ("loss", "token_acc")  # per bin beside exact match: the answer-token loss and accuracy (evaluate.eval_algo)
+
+
 def lengen_report(runs, gate=0.9, margin=0.05, reference="rope"):
     """Algorithmic-task runs (train.py --algo), one cell per (task, encoding, variant) over seeds:
-    in-distribution exact match (metrics.val_acc), exact match per input-length bin and the score
-    (mean exact match past N) from eval.json, each as mean, sd and per seed. The gate: a cell whose
+    in-distribution exact match (metrics.val_acc), exact match per input-length bin (beside it the bin's
+    GRADED outcomes, where eval.json has them) and the score (mean exact match past N) from eval.json,
+    each as mean, sd and per seed. The gate: a cell whose
     mean in-distribution exact match is below `gate` has not learned the task; it is listed under
     "excluded" and gets no extrapolation verdict. A learned cell is compared with the `reference`
     encoding's cell of the same task and variant (when that one is learned too), paired over seeds,
@@ -56,8 +60,12 @@ def lengen_report(runs, gate=0.9, margin=0.05, reference="rope"):
             by_len = ev.get("by_length") if isinstance(ev, dict) else None
             for b, v in (by_len.items() if isinstance(by_len, dict) else ()):
                 if isinstance(v, dict) and num(v.get("exact")) is not None:
-                    bins.setdefault(b, {"lo": v.get("lo"), "hi": parse_int(b), "per_seed": {}})["per_seed"][s] = \
-                        num(v["exact"])
+                    row = bins.setdefault(b, {"lo": v.get("lo"), "hi": parse_int(b), "per_seed": {},
+                                              **{m: {} for m in GRADED}})
+                    row["per_seed"][s] = num(v["exact"])
+                    for m in GRADED:  # graded beside exact match, where the evaluation stored it
+                        if num(v.get(m)) is not None:
+                            row[m][s] = num(v[m])
         if train_len is None:
             try:
                 train_len = [int(x) for x in str(by_seed[seeds[0]]["config"].get("algo_len")).split(",")]
@@ -68,7 +76,8 @@ def lengen_report(runs, gate=0.9, margin=0.05, reference="rope"):
         by_length = {}
         for b in sorted(bins, key=parse_int):
             st = seed_stats(bins[b]["per_seed"])
-            by_length[b] = {"lo": bins[b]["lo"], "hi": bins[b]["hi"], **st}
+            by_length[b] = {"lo": bins[b]["lo"], "hi": bins[b]["hi"], **st,
+                            **{m: seed_stats(bins[b][m]) for m in GRADED if bins[b][m]}}
         learned = in_dist["mean"] is not None and in_dist["mean"] >= gate
         held = None  # the longest length up to which every bin's mean stays at the gate
         if learned:
@@ -508,3 +517,86 @@ def lg_richer(rep, simpler, harder):
                 out[s].append(a[s] - z[s])
     n = len(set(c) & set(s_))
     return {"per_seed": {s: float(np.mean(v)) for s, v in out.items() if len(v) == n}}
+
+
+
+# Wave 5's lg-bounds (steps that grow with N; a fixed evaluation window) and the tasks' graded outcome. Its runs
+# sit in the main folder, each budget its own: a cell is found by its training length N, whatever its variant.
+
+def cell_at(rep, task, enc, N):
+    """The (task, encoding) cell trained on input lengths up to N, any variant; None when none or several match
+    (a declaration error, never a silent pick)."""
+    hits = [c for c in (rep.get("lengen") or {}).get("cells", [])
+            if c["task"] == task and c["encoding"] == enc and (c.get("train_len") or [None, None])[1] == N]
+    return hits[0] if len(hits) == 1 else None
+
+
+def _bin(c, hi, metric="exact"):
+    v = c["by_length"].get(str(hi)) or {}
+    return (v if metric == "exact" else v.get(metric) or {}).get("per_seed", {})
+
+
+def _paired(pairs, level):
+    """Per seed the mean over pairs (a, z, gates) of a - z ({seed: x} each); a seed is kept when it has every
+    pair and every gate cell reaches `level` in distribution there, else (a gate missed) gated out."""
+    per, out = defaultdict(list), set()
+    for a, z, gates in pairs:
+        for s in set(a) & set(z):
+            per[s].append(a[s] - z[s])
+            if any((g["in_dist"]["per_seed"].get(s) or 0) < level for g in gates):
+                out.add(s)
+    return {"per_seed": {s: float(np.mean(v)) for s, v in per.items() if len(v) == len(pairs) and s not in out},
+            "gated_out": [str(s) for s in sorted(out, key=str)]}
+
+
+def lg_rise_grown(rep, task, lo, hi, level=0.9, enc="nope"):
+    """lg-bounds-1 with steps proportional to N: per seed exact match on N+1..2N at N = hi minus at N = lo; a seed
+    whose N = lo or N = hi run misses `level` in distribution is gated out (a rise would be N = lo not learning, a
+    fall N = hi not learning: neither is length generalisation)."""
+    a, z = cell_at(rep, task, enc, hi), cell_at(rep, task, enc, lo)
+    return _paired([(_bin(a, 2 * hi), _bin(z, 2 * lo), [a, z])], level) if a and z else {"per_seed": {}}
+
+
+def lg_rise_fixed(rep, tasks, lo, hi, window, level=0.9, enc="nope"):
+    """lg-bounds-1 without a window that grows with N: per seed, the mean over tasks of exact match in the bin
+    ending at `window` (past both N) at N = hi minus at N = lo; gated as lg_rise_grown."""
+    cs = [(cell_at(rep, t, enc, hi), cell_at(rep, t, enc, lo)) for t in tasks]
+    ok = all(a and z for a, z in cs)
+    return _paired([(_bin(a, window), _bin(z, window), [a, z]) for a, z in cs], level) if ok else {"per_seed": {}}
+
+
+def trivial_token_acc(task, lo, hi, seeds, n=256):
+    """The floor a graded answer-token accuracy must clear (wave 5's pilot_p3): the larger of chance over the
+    digits (0.1) and the repeat-previous predictor's token accuracy (each answer token predicted as the token
+    before it, teacher-forced, as tasks.algo_eval scores), on the evaluation's own examples at input lengths
+    lo..hi (tasks.algo_eval's, one set a seed), averaged over `seeds`. Copy: about chance; sort: far above it (a
+    sorted answer repeats its digits)."""
+    from tasks import algo_targets
+    acc = []
+    for s in seeds:
+        x, y = algo_targets(task, (lo, hi), n, 4 * hi + 8, ("val", s), cover=True)
+        m = y >= 0
+        acc.append(float(((x == y) & m).sum()) / max(int(m.sum()), 1))
+    return max(0.1, float(np.mean(acc)))
+
+
+def lg_richer_at(rep, simpler, harder, N, enc="nope"):
+    """lg-bounds-6 at one N: per seed the simpler task's exact match on N+1..2N minus the harder one's (no gate)."""
+    a, b = cell_at(rep, simpler, enc, N), cell_at(rep, harder, enc, N)
+    return _paired([(_bin(a, 2 * N), _bin(b, 2 * N), [])], 0) if a and b else {"per_seed": {}}
+
+
+def tasks_graded(rep, enc, ref, tasks, level, metric="token_acc", N=16):
+    """hope-3/-4/-6 off the floor: per seed the mean over tasks of (enc - ref) in a graded per-bin outcome
+    (lengen_report's GRADED) averaged over the bins past N; a seed is kept when both runs of every task reach
+    `level` in distribution (as tasks_pooled)."""
+    pairs = []
+    for t in tasks:
+        a, b = cell_at(rep, t, enc, N), cell_at(rep, t, ref, N)
+        if not (a and b):
+            return {"per_seed": {}}
+        past = [k for k, v in a["by_length"].items() if (v.get("lo") or 0) > N and k in b["by_length"]]
+        mean = lambda c: ({s: float(np.mean([_bin(c, k, metric)[s] for k in past]))
+                           for s in set.intersection(*(set(_bin(c, k, metric)) for k in past))} if past else {})
+        pairs.append((mean(a), mean(b), [a, b]))
+    return _paired(pairs, level)

@@ -11,7 +11,7 @@ import numpy as np
 
 from studies.stats import (binomial_half_width, blocked_factorial, coef_mde, decide_family, factorial_design, loo_r2,
                    model_hypothesis, nested_f, ols, paired_hypothesis, pearson, remove_one, samples_for_ci, sd1, spearman, t_half_width)
-from studies.common import dget, f, figures, lineage_root, num, parse_int, pretrain_block, run_kind
+from studies.common import dget, f, lineage_root, num, parse_int, pretrain_block, run_kind
 
 
 FEATURES = ("qk_norm", "gqa", "swa", "short_ctx")
@@ -142,7 +142,10 @@ def longctx_rows(runs):
                "val_loss": num(m.get("val_loss")), "sink_rate": num(ev.get("sink_rate")),
                "sink_strength": num(ev.get("sink_strength")),
                **dict(zip(("exact", "exact_n"), exact_at(r, dget(r, "eval", "score_lengths") or []))),
+               "answer_lp": exact_at(r, dget(r, "eval", "score_lengths") or [], "logprob")[0],
                "id_exact": exact_at(root, [ctx])[0] if ctx is not None else None}
+        probes = {k: probe_at(x, L) for k, x, L in (("entropy", root, ctx), ("entropy_target", r, dget(r, "eval", "target", "lengths")))}
+        row.update({k: v for k, v in probes.items() if v is not None})  # runs scored with attention probes only
         row["passes_gate"] = row["id_exact"] is not None and row["id_exact"] >= GATE
         pre = outcome_values(root, root, ctx) if ext else {}
         rows.append({**row, **{f"pre_{k}": pre.get(k) for k in MEASURED}, "_model_config": root["model_config"]})
@@ -203,14 +206,22 @@ def gain_report(rows, level=0.95):
     return out
 
 
-def exact_at(run, lengths):
-    """(mean exact match over the run's retrieval tasks (eval.json tasks) at these lengths, samples
-    behind it); (None, 0) where none was scored."""
+def exact_at(run, lengths, key="exact"):
+    """(mean exact match (or another per-length metric: logprob, the answer's log-likelihood in nats) over the
+    run's retrieval tasks (eval.json tasks) at these lengths, samples behind it); (None, 0) where none was scored."""
     rs = [b[str(L)] for t in (dget(run, "eval", "tasks") or {}).values() if isinstance(t, dict)
           for b in [t.get("by_length") or {}] for L in lengths if isinstance(b.get(str(L)), dict)]
-    if not rs:
+    if not rs or any(num(r.get(key)) is None for r in rs):
         return None, 0
-    return float(np.mean([num(r.get("exact")) for r in rs])), sum(int(num(r.get("n")) or 0) for r in rs)
+    return float(np.mean([num(r.get(key)) for r in rs])), sum(int(num(r.get("n")) or 0) for r in rs)
+
+
+def probe_at(run, lengths):
+    """The mean attention entropy (evaluate.py's probes, nats) at these lengths (one or a list), or None."""
+    by = dget(run, "eval", "probes", "by_length") or {}
+    v = [num(by[str(L)].get("entropy_mean")) for L in ([lengths] if isinstance(lengths, int) else lengths or [])
+         if isinstance(by.get(str(L)), dict)]
+    return float(np.mean(v)) if v and None not in v else None
 
 
 def retrieval_report(rows, gate=GATE, level=0.95, span_sds=3, min_passing=MIN_PASSING):
@@ -582,31 +593,6 @@ def sink_path(rows, key, level=0.95):
     return out
 
 
-def longctx_plots(rep):
-    """longctx_outcome_vs_count.png: each outcome of the main recipe vs the feature count: every run
-    (colour = seed, offset by seed so none hides another), the cell means (x) and the count fit."""
-    lc = rep["longctx"]
-    if not (lc and lc["outcomes"]):
-        return []
-    outs = lc["outcomes"]
-    fig, axs = figures(len(outs), 4.2, 3.6)
-    rows = [w for w in lc["runs"] if w["recipe"] == lc["main_recipe"] and w["ckpt"] == "final"]
-    for ax, (key, o) in zip(axs[0], outs.items()):
-        seeds = o["seeds"] or [None]
-        for j, sd in enumerate(seeds):
-            pts = [w for w in rows if w["seed"] == sd and w[key] is not None]
-            ax.plot([w["count"] + 0.08 * (j - (len(seeds) - 1) / 2) for w in pts], [w[key] for w in pts], "o",
-                    ms=4, alpha=0.8, label=f"seed {f(sd, 'g')}")
-        ax.plot([c["count"] for c in o["cells"]], [c["mean"] for c in o["cells"]], "kx", ms=5, label="cell mean")
-        b = {c["name"]: c["est"] for c in o["models"][0]["coefs"]}
-        ax.plot([0, 4], [b["intercept"], b["intercept"] + 4 * b["count"]], "k-",
-                label=f"count fit, R^2 {f(o['models'][0]['r2'], '.2f')}")
-        ax.set(xlabel="inhibiting-feature count", ylabel=key, title=f"{key} vs feature count")
-        ax.legend(fontsize=6)
-    return [("longctx_outcome_vs_count.png", fig)]
-
-
-
 # -----------------------------------------------------------------------------
 # The confirmatory waves' outcomes (studies/waves/*.toml `outcome_fn = "longctx.NAME"`), from a report: each
 # per seed over the 10 declared cells (feature count <= 1 or >= 3) of the main recipe's final extensions.
@@ -679,18 +665,18 @@ def cracks_short_loss(rep):
     return {"contrasts": {"within-context z": out}}
 
 
-def cracks_dropped(rep):
-    """Seeds with some but not all of the 10 declared cells (cracks' failure rule: dropped and named)."""
+def cracks_dropped(rep, cells=lambda r: _cells10(r, "exact")):
+    """Seeds with some but not all of the declared cells (cracks' failure rule: dropped and named)."""
     lc = rep.get("longctx") or {}
     seen = {str(w["seed"]) for w in lc.get("runs", []) if w["recipe"] == lc.get("main_recipe")}
-    return sorted(seen - set(_cells10(rep, "exact")))
+    return sorted(seen - set(cells(rep)))
 
 
-def extends_gate(rep):
+def extends_gate(rep, cells=lambda r: _cells10(r, "exact")):
     """cracks' gate: per seed the mean over its 10 cells of the parent's loss at the target minus the extended
     model's (gain_parent), above 0 by a one-sided t over seeds at 0.05."""
     from scipy import stats as st
-    per = {s: float(np.mean([w["gain_parent"] for w in ws])) for s, ws in _cells10(rep, "exact").items()
+    per = {s: float(np.mean([w["gain_parent"] for w in ws])) for s, ws in cells(rep).items()
            if all(w.get("gain_parent") is not None for w in ws)}
     a = np.array(list(per.values()))
     p = None
@@ -699,3 +685,116 @@ def extends_gate(rep):
     return {"test": "one-sided t over seeds that the mean gain > 0 (nats)", "n": int(a.size),
             "effect": float(a.mean()) if a.size else None, "p": p, "passed": bool(p is not None and p < 0.05),
             "per_seed": per}
+
+
+# -----------------------------------------------------------------------------
+# Wave 4 (studies/waves/cracks4.toml): the full 2^4 factorial; the outcome (key) the passkey answer's log-likelihood.
+
+CELLS = tuple(f"{a}{b}{c}{d}" for a in "01" for b in "01" for c in "01" for d in "01")  # FEATURES order
+NONE, ALL, LLAMA = "0000", "1111", "0100"  # no feature; all four; Llama 3's (GQA, full attention, the long context)
+SINGLES = ("1000", "0100", "0010", "0001")
+
+
+def cells16(rep, key, ckpt="final"):
+    """{seed: {cell: row}} of the main recipe's extensions of one root checkpoint, seeds holding all 16 cells."""
+    lc, by = rep.get("longctx") or {}, defaultdict(dict)
+    for w in lc.get("runs", []):
+        if w["recipe"] == lc.get("main_recipe") and w["ckpt"] == ckpt and w.get(key) is not None and not (
+                w.get("control") or w.get("training_free")):
+            by[str(w["seed"])][w["cell"]] = w
+    return {s: c for s, c in by.items() if len(c) == len(CELLS)}
+
+
+def dropped16(rep, key="answer_lp"):  # seeds with some but not all 16 cells (the failure rule: dropped, named)
+    return cracks_dropped(rep, lambda r: cells16(r, key))
+
+
+def _per_seed(rep, fn, key):
+    return {"per_seed": {s: float(fn({c: w[key] for c, w in cs.items()})) for s, cs in cells16(rep, key).items()}, "gated_out": dropped16(rep, key)}
+
+
+def _superadditive(y):
+    """Mean over the 5 cells with >= 3 features of (its cost) - (its features' single costs), a cost = y(0000) - y(c)."""
+    cost = lambda c: y[NONE] - y[c]
+    return np.mean([cost(c) - sum(cost(s) for s in SINGLES if c[s.index("1")] == "1")
+                    for c in CELLS if c.count("1") >= 3])
+
+
+def compound16(rep, key="answer_lp"):  # compounding as an interaction: every main effect cancels from it
+    return _per_seed(rep, _superadditive, key)
+
+
+def compound_arch16(rep, key="answer_lp"):
+    """Compounding of QK-norm, GQA and SWA inside each context (free of the short context and its extension ratio):
+    the all-three cell's cost minus the three single costs against 000c, the mean over the contexts c."""
+    return _per_seed(rep, lambda y: np.mean([(y[f"000{c}"] - y[f"111{c}"]) - sum(y[f"000{c}"] - y[s[:3] + c]
+                                                                               for s in SINGLES[:3]) for c in "01"]), key)
+
+
+def count_slope16(rep, key="answer_lp"):  # per seed the OLS slope of y on the feature count (0-4), 16 cells
+    return _per_seed(rep, lambda y: np.polyfit([c.count("1") for c in CELLS], [y[c] for c in CELLS], 1)[0], key)
+
+
+def pair16(rep, cell, ref, key="answer_lp"):  # per seed y(cell) - y(ref); cell a list: the mean of its cells
+    return _per_seed(rep, lambda y: np.mean([y[c] for c in ([cell] if isinstance(cell, str) else cell)]) - y[ref], key)
+
+
+def minor16(rep, key="answer_lp"):  # each single-feature cell minus the no-feature cell: 4 contrasts
+    return {"contrasts": {c: pair16(rep, c, NONE, key)["per_seed"] for c in SINGLES}, "gated_out": dropped16(rep, key)}
+
+
+def main_effect16(rep, feature, key):
+    # a feature's main effect on a measure: per seed the mean over the 8 cells with it minus the 8 without
+    i = FEATURES.index(feature)
+    return _per_seed(rep, lambda y: np.mean([y[c] for c in CELLS if c[i] == "1"]) - np.mean([y[c] for c in CELLS if c[i] == "0"]), key)
+
+
+def within_z(rep, pred, key="answer_lp", bound=None):
+    """Per seed the Fisher z of the within-context correlation (each context's mean removed) of a root measure (pred)
+    with the outcome: a claimed null's one contrast, or, with a bound, z - atanh(bound) (> 0: above it)."""
+    out = {}
+    for s, cs in cells16(rep, key).items():
+        ws = list(cs.values())
+        if any(w.get(pred) is None for w in ws):
+            continue
+        x, y, ctx = (np.array([w[k] for w in ws], float) for k in (pred, key, "ctx"))
+        for c in set(ctx):
+            x[ctx == c] -= x[ctx == c].mean()
+            y[ctx == c] -= y[ctx == c].mean()
+        den = float(np.sqrt(np.sum(x * x) * np.sum(y * y)))
+        if den > 0:
+            out[s] = float(np.arctanh(np.clip(np.dot(x, y) / den, -0.999999, 0.999999)))
+    gone = sorted(set(dropped16(rep, key)) | (set(cells16(rep, key)) - set(out)))  # no measure, or constant: named
+    if bound is not None:
+        return {"per_seed": {s: z - float(np.arctanh(bound)) for s, z in out.items()}, "gated_out": gone}
+    return {"contrasts": {f"within-context z ({pred})": out}, "gated_out": gone}
+
+
+def early_rank(rep, bound, early="0.75", key="answer_lp"):
+    """Per seed the mean over the two contexts of Spearman's rho (not its z: rho = 1 over 8 cells is common) between
+    the early extension's outcome and the final extension's, minus bound (> 0: better than 'not predictive')."""
+    fin, ear, out = cells16(rep, key), cells16(rep, key, ckpt=early), {}
+    for s in sorted(set(fin) & set(ear)):
+        rho = [spearman([ear[s][c][key] for c in cs], [fin[s][c][key] for c in cs])
+               for cs in ([c for c in CELLS if fin[s][c]["ctx"] == x] for x in sorted({w["ctx"] for w in fin[s].values()}))]
+        if None not in rho:
+            out[s] = float(np.mean(rho) - bound)
+    return {"per_seed": out, "gated_out": sorted((set(fin) | set(ear)) - set(out))}
+
+
+def extends_gate16(rep):  # wave 4's gate: wave 2's on the 16 cells
+    return extends_gate(rep, cells=lambda r: {s: list(c.values()) for s, c in cells16(r, "answer_lp").items()})
+
+
+def sink_gate16(rep):
+    """Wave 4's sink family is read only where sinks form: the extension extends, and the full-attention roots
+    without QK-norm weigh the first token above uniform causal attention (H_T / T): one-sided t of the ratio - 1."""
+    from scipy import stats as st
+    ext, base = extends_gate16(rep), lambda T: sum(1 / t for t in range(1, T + 1)) / T
+    per = {s: float(np.mean([w["sink_strength"] / base(w["ctx"]) for w in cs.values() if not (w["qk_norm"] or w["swa"])]) - 1)
+           for s, cs in cells16(rep, "sink_strength").items()}
+    a = np.array(list(per.values()))
+    p = float(st.ttest_1samp(a, 0, alternative="greater").pvalue) if a.size >= 2 and a.std() > 0 else None
+    return {"test": "the extension extends, and one-sided t over seeds that the no-QK-norm roots' first-token weight "
+            "exceeds uniform attention's (ratio - 1)", "n": int(a.size), "effect": float(a.mean()) if a.size else None,
+            "p": p, "passed": bool(ext["passed"] and p is not None and p < 0.05), "per_seed": per, "extends": ext}

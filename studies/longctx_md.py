@@ -1,8 +1,10 @@
 """
-The longctx study's markdown (studies/longctx.py holds its rows, report, family, outcomes and plots): the
+The longctx study's markdown and plots (studies/longctx.py holds its rows, report, family and outcomes): the
 analysis.md section of the factorial, the extension-gain check and retrieval, from the report alone.
 """
-from studies.common import ci, f, family_md, no_data, table
+import numpy as np
+
+from studies.common import ci, f, family_md, figures, no_data, table
 from studies.longctx import FEATURES, OUTCOMES
 
 
@@ -167,3 +169,58 @@ def retrieval_md(lc):
         L += ["Models: " + "; ".join(f"{m['model']} R^2 {f(m['r2'], '.2f')} (LOO {f(m['loo_r2'], '.2f')})"
                                      for m in o["models"]) + ". Nested F tests: " + f_tests(o) + ".", ""]
     return L
+
+
+def longctx_plots(rep):
+    """longctx_outcome_vs_count.png: each outcome of the main recipe vs the feature count: every run
+    (colour = seed, offset by seed so none hides another), the cell means (x) and the count fit."""
+    lc = rep["longctx"]
+    if not (lc and lc["outcomes"]):
+        return []
+    outs = lc["outcomes"]
+    fig, axs = figures(len(outs), 4.2, 3.6)
+    rows = [w for w in lc["runs"] if w["recipe"] == lc["main_recipe"] and w["ckpt"] == "final"]
+    for ax, (key, o) in zip(axs[0], outs.items()):
+        seeds = o["seeds"] or [None]
+        for j, sd in enumerate(seeds):
+            pts = [w for w in rows if w["seed"] == sd and w[key] is not None]
+            ax.plot([w["count"] + 0.08 * (j - (len(seeds) - 1) / 2) for w in pts], [w[key] for w in pts], "o",
+                    ms=4, alpha=0.8, label=f"seed {f(sd, 'g')}")
+        ax.plot([c["count"] for c in o["cells"]], [c["mean"] for c in o["cells"]], "kx", ms=5, label="cell mean")
+        b = {c["name"]: c["est"] for c in o["models"][0]["coefs"]}
+        ax.plot([0, 4], [b["intercept"], b["intercept"] + 4 * b["count"]], "k-",
+                label=f"count fit, R^2 {f(o['models'][0]['r2'], '.2f')}")
+        ax.set(xlabel="inhibiting-feature count", ylabel=key, title=f"{key} vs feature count")
+        ax.legend(fontsize=6)
+    return [("longctx_outcome_vs_count.png", fig)]
+
+
+def learnability_md(rep):
+    """A learnability pilot (wave 4's): per cell of the factorial, the roots that learned passkey in distribution
+    (exact match >= GATE at their pretraining length) and the outcomes at the target after the main extension,
+    mean and sd over seeds: the answer log-likelihood (graded), exact match, and the early extension's; then the
+    pilot's measured wall and its cost per job."""
+    from studies.longctx import GATE
+    lc = rep.get("longctx") or {}
+    rows = [w for w in lc.get("runs", []) if w["recipe"] == lc.get("main_recipe") and not w.get("control")]
+    fin = [w for w in rows if w["ckpt"] == "final"]
+    seeds = sorted({w["seed"] for w in fin})
+    st = lambda v: (f"{np.mean(v):+.2f} ({np.std(v, ddof=1):.2f})" if len(v) > 1 else f(v[0], "+.2f")) if v else "-"
+    out = []
+    for c in sorted({w["cell"] for w in fin}):
+        ws = [w for w in fin if w["cell"] == c]
+        early = [w["answer_lp"] for w in rows if w["cell"] == c and w["ckpt"] != "final" and w.get("answer_lp") is not None]
+        out.append([c, f"{sum((w['id_exact'] or 0) >= GATE for w in ws)} of {len(ws)}",
+                    st([w["answer_lp"] for w in ws if w.get("answer_lp") is not None]),
+                    st([w["exact"] for w in ws if w.get("exact") is not None]), st(early)])
+    n_learn = sum((w["id_exact"] or 0) >= GATE for w in fin)
+    wall = rep.get("wall") or {}
+    jobs = len(fin)
+    cost = (f" Its measured wall: {wall['text']}; {wall['seconds'] * (wall.get('jobs') or 1) / max(jobs, 1):.0f} "
+            f"core-seconds a job ({jobs} jobs)." if wall.get("seconds") else "")
+    return ([f"The learnability pilot (seeds {', '.join(map(str, seeds))}; exploratory, no confirmatory wave uses "
+             f"them): {n_learn} of {len(fin)} roots learned passkey in distribution (exact match >= {GATE} at their "
+             f"pretraining length).{cost} Per cell (QK-norm, GQA, SWA, short context), mean (sd over seeds) at 512 "
+             f"after the main extension, and after extending the early checkpoint:", ""]
+            + table(["cell", "roots learned", "answer log-likelihood (nats)", "exact match", "early extension's "
+                     "log-likelihood"], out) + [""])

@@ -6,26 +6,46 @@ outcomes and gates (the functions studies/waves/*.toml name).
 """
 import copy
 import math
+import os
 from collections import defaultdict
 
 import numpy as np
 
 from studies.stats import BETTER_LEVEL, MIN_SEEDS, paired_acc, paired_hypothesis, seed_stats
-from studies.common import dget, f, family_md, figures, no_data, num, paired_cell, parse_int, pm, run_kind, table
+from studies.common import (_read_json, dget, f, family_md, figures, lineage_root, no_data, num, paired_cell, parse_int,
+                            pm, run_kind, table)
 from studies.encodings import (BASELINES, CHUNK_ABLATIONS, ENCODING_ORDER, Family, attn_by_distance, by_length_panel,
                                cells_by_seed, encoding, exploratory, family_verdict, hope_pairs, per_seed,
                                seed_diffs)
 
 
 POSENC_FLAGS = ("pos", "pos_pattern", "swan", "chunk_layers")  # a text run given one of these is a posenc run
+RETRIEVAL = ("exact", "rank", "logprob")  # per task and length (eval.json tasks); logprob where it was stored
+
+
+def per_length(ev, lengths, get):
+    """{L: seed_stats} of get(eval, L) over the evaluations {seed: eval.json}."""
+    return {str(L): seed_stats({s: num(get(e, str(L))) for s, e in ev.items()}) for L in lengths}
+
+
+def retrieval_of(ev, lengths):
+    """{task: {metric: {L: seed_stats}}} of the evaluations' retrieval tasks: RETRIEVAL's metrics (the answer's
+    log-probability only where an evaluation stored it)."""
+    tasks_ = sorted({t for e in ev.values() for t, v in (e.get("tasks") or {}).items() if isinstance(v, dict)})
+    has = lambda t, m: m != "logprob" or any(isinstance(v, dict) and m in v for e in ev.values()
+                                             for v in (dget(e, "tasks", t, "by_length") or {}).values())
+    return {t: {m: per_length(ev, lengths, lambda e, L, t=t, m=m: dget(e, "tasks", t, "by_length", L, m))
+                for m in RETRIEVAL if has(t, m)} for t in tasks_}
 
 
 def posenc_report(runs, gate=0.9, margin=0.05, reference="rope"):
     """Positional-variant text runs (a --pos, --pos_pattern, --swan or --chunk_layers flag given;
     train short, evaluate long with evaluate.py), one cell per (training, encoding, training length)
     over seeds; training is "text" or "task_mix:<task_list>" (task-trained runs, for retrieval).
-    Per cell: loss and LongPPL by evaluation length (eval.json ppl), retrieval exact match and rank by
-    length (eval.json tasks), the score, each as mean/sd/per seed. Retrieval cells are gated like
+    Per cell: loss and LongPPL by evaluation length (eval.json ppl), retrieval exact match, rank and the
+    answer's log-probability by length (eval.json tasks), the score, each as mean/sd/per seed; where they
+    exist, the attention-by-distance probe per seed, and the same evaluation without log-n scaling
+    (eval_nologn.json beside eval.json: `nologn`); the text runs' extensions: `conversions`. Retrieval cells are gated like
     lengen's: learned when the mean exact match of every task at the training length is >= `gate`.
     Against the `reference` encoding's cell of the same training and length, paired over seeds at each
     length past training: the loss difference, and for learned retrieval cells the exact-match
@@ -48,10 +68,9 @@ def posenc_report(runs, gate=0.9, margin=0.05, reference="rope"):
                          {parse_int(L) for s in seeds for t in (ev[s].get("tasks") or {}).values()
                           if isinstance(t, dict) for L in (t.get("by_length") or {})})
         lengths = [L for L in lengths if L != math.inf]
-        per_len = lambda get: {str(L): seed_stats({s: num(get(ev[s], str(L))) for s in seeds}) for L in lengths}
-        tasks_ = sorted({t for s in seeds for t, v in (ev[s].get("tasks") or {}).items() if isinstance(v, dict)})
-        retrieval = {t: {m: per_len(lambda e, L, t=t, m=m: dget(e, "tasks", t, "by_length", L, m))
-                         for m in ("exact", "rank")} for t in tasks_}
+        per_len = lambda get: per_length(ev, lengths, get)
+        retrieval = retrieval_of(ev, lengths)
+        tasks_ = sorted(retrieval)
         train_len = num(block)
         at_train = [retrieval[t]["exact"].get(str(int(train_len)), {}).get("mean") if train_len else None
                     for t in tasks_]
@@ -69,6 +88,15 @@ def posenc_report(runs, gate=0.9, margin=0.05, reference="rope"):
             "score": seed_stats({s: num(ev[s].get("score")) for s in seeds}),
             "score_def": next((ev[s].get("score_def") for s in seeds if isinstance(ev[s].get("score_def"), str)), None),
             "vs_reference": None, "verdict": None}
+        probes = {s: {L: {"edges": v["edges"], "mean": v["mean"]} for L, v in attn_by_distance([ev[s]]).items()}
+                  for s in seeds}
+        if any(probes.values()):  # the probe per seed (the U statistic is a per-seed outcome)
+            out[(training, enc, block)]["attn_by_distance_per_seed"] = {s: p for s, p in probes.items() if p}
+        alt = {s: _read_json(os.path.join(by_seed[s].get("_dir") or "", "eval_nologn.json")) for s in seeds}
+        alt = {s: e for s, e in alt.items() if e}
+        if alt:  # the same checkpoints evaluated without log-n scaling (wave 5: SWAN)
+            out[(training, enc, block)]["nologn"] = {"loss_by_length": per_length(alt, lengths, lambda e, L: dget(
+                e, "ppl", "by_length", L)), "retrieval": retrieval_of(alt, lengths)}
     for (training, enc, block), c in out.items():
         ref = out.get((training, reference, block))
         if ref is None or enc == reference:
@@ -94,11 +122,38 @@ def posenc_report(runs, gate=0.9, margin=0.05, reference="rope"):
     order = ENCODING_ORDER
     ordered = sorted(out.values(), key=lambda c: (c["training"], c["train_len"] or 0,
                                                  order.get(c["encoding"], len(order)), c["encoding"]))
-    return posenc_decide({"gate": {"metric": "retrieval exact match at the training length", "threshold": gate},
-                          "reference": reference, "margin": margin, "cells": ordered,
-                          "excluded": [{"training": c["training"], "encoding": c["encoding"], "n": c["n"]}
-                                       for c in ordered if c["learned"] is False],
-                          "chunk_ablation": chunk_ablation(out)})
+    pe = {"gate": {"metric": "retrieval exact match at the training length", "threshold": gate},
+          "reference": reference, "margin": margin, "cells": ordered,
+          "excluded": [{"training": c["training"], "encoding": c["encoding"], "n": c["n"]}
+                       for c in ordered if c["learned"] is False],
+          "chunk_ablation": chunk_ablation(out)}
+    conv = conversions(runs)
+    return posenc_decide(dict(pe, conversions=conv) if conv else pe)
+
+
+def conversions(runs):
+    """posenc.conversions: the extensions (extend.py) of text-trained posenc runs, one row per (the root's
+    encoding, lineage method, factor, steps) over seeds (each its root's): the loss by evaluation length and the
+    root's training length (wave 5's SWAN conversion and its continued-training control)."""
+    groups = defaultdict(dict)
+    for r in runs:
+        root = lineage_root(r, runs)[0] if run_kind(r) == "extension" and isinstance(r.get("eval"), dict) else None
+        if root is None or root is r or (num(root["config"].get("task_mix")) or 0) > 0 \
+                or not any(k in root["config"]["model"] for k in POSENC_FLAGS):
+            continue
+        lin = r["lineage"]
+        key = (encoding({**root["model_config"], **root["config"]["model"]}), str(lin.get("method")),
+               num(lin.get("factor")), num(lin.get("iters")), num(root["config"].get("block_size")))
+        groups[key][root["config"].get("seed")] = r
+    rows = []
+    for (enc, method, factor, iters, block), by_seed in sorted(groups.items(), key=lambda kv: str(kv[0])):
+        ev = {s: r["eval"] for s, r in by_seed.items()}
+        lengths = sorted({parse_int(L) for e in ev.values() for L in (dget(e, "ppl", "by_length") or {})})
+        rows.append({"parent": enc, "method": method, "factor": factor, "iters": int(iters) if iters else None,
+                     "train_len": int(block) if block else None, "n": len(ev),
+                     "seeds": sorted(ev, key=lambda s: (num(s) is None, num(s) or 0)),
+                     "loss_by_length": per_length(ev, lengths, lambda e, L: dget(e, "ppl", "by_length", L))})
+    return rows
 
 
 def mean_loss(by_length, lengths):
@@ -420,3 +475,105 @@ def passkey_pair_gate(rep, enc, ref, level):
             return set()
         ok.append({str(s) for s, v in _passkey_at(c, c["train_len"]).items() if v is not None and v >= level})
     return ok[0] & ok[1]
+
+
+# Wave 5's outcomes: a graded passkey outcome, the attention-by-distance U statistic, log-n scaling, the conversion
+
+def passkey_graded(rep, enc, ref, level, metric="rank", gate_both=True):
+    """Per seed the mean over the lengths past training of (enc - ref) in a graded passkey metric ("rank": the
+    rank credit; "logprob": the answer's log-probability); a seed is kept when ref's run (and, with gate_both,
+    enc's) reaches `level` exact match at the training length (as passkey_past)."""
+    a, b = _cell(rep, "task_mix:passkey", enc), _cell(rep, "task_mix:passkey", ref)
+    if a is None or b is None:
+        return {"per_seed": {}, "gated_out": []}
+    ma, mb = (c["retrieval"]["passkey"].get(metric) or {} for c in (a, b))
+    past = [L for L in ma if int(L) > a["train_len"] and L in mb]
+    seeds = set.intersection(*(set(ma[L]["per_seed"]) & set(mb[L]["per_seed"]) for L in past)) if past else set()
+    ga, gb = _passkey_at(a, a["train_len"]), _passkey_at(b, b["train_len"])
+    ok = {s for s in seeds if (gb.get(s) or 0) >= level and (not gate_both or (ga.get(s) or 0) >= level)}
+    return {"per_seed": {s: float(np.mean([ma[L]["per_seed"][s] - mb[L]["per_seed"][s] for L in past])) for s in ok},
+            "gated_out": [str(s) for s in sorted(seeds - ok, key=str)]}
+
+
+def uniform_buckets(edges):
+    """The mean weight per (query, key) pair in each distance bucket (evaluate.by_distance_buckets) under uniform
+    causal attention at the probe's length T = edges[-1]: query i spreads 1/(i + 1) over its i + 1 keys, so the
+    pairs at distance d carry H_T - H_d in all over T - d pairs. A distant pair comes only from a late query, which
+    has more keys: position-blind attention already falls with distance (U -0.27 at 128 and at 1024, raw)."""
+    T = int(edges[-1])
+    h = np.concatenate([[0.0], np.cumsum(1.0 / np.arange(1, T + 1))])  # h[k] = H_k, the k-th harmonic number
+    d = np.arange(T)
+    mass, pairs = h[T] - h[d], (T - d).astype(float)
+    return [float(mass[a:b].sum() / pairs[a:b].sum()) for a, b in zip(edges[:-1], edges[1:])]
+
+
+def u_statistic(edges, mean, part="far"):
+    """The U statistic of one attention-by-distance profile (evaluate.py: the mean attention weight per log2
+    distance bucket [layer][bucket]), averaged over layers and divided bucket by bucket by uniform causal
+    attention's (uniform_buckets: uniform attention gives 0 whatever its length): part "far", U = ln(the farthest
+    bucket's / the smallest of the middle buckets', those from distance 4 up to the farthest; > 0: the far end
+    rises above the middle, a U); part "local", D = ln(the distance-1 bucket's / the same middle minimum; > 0: the
+    weight decays from the nearest key to the middle, a local decay). None without a middle bucket or with a zero
+    weight."""
+    w = np.mean(np.asarray(mean, dtype=float), 0) / np.asarray(uniform_buckets(edges))
+    mid = [w[j] for j in range(len(w) - 1) if edges[j] >= 4]
+    top = w[-1] if part == "far" else (w[list(edges).index(1)] if 1 in edges else 0.0)
+    return float(np.log(top / min(mid))) if mid and top > 0 and min(mid) > 0 else None
+
+
+def _u(rep, enc, length, part="far"):
+    """{seed: U} (or D: part "local") of enc's text cell at one evaluation length (attn_by_distance_per_seed)."""
+    c = _cell(rep, "text", enc) or {}
+    us = {s: u_statistic(v[str(length)]["edges"], v[str(length)]["mean"], part)
+          for s, v in (c.get("attn_by_distance_per_seed") or {}).items() if str(length) in v}
+    return {s: u for s, u in us.items() if u is not None}
+
+
+def u_shape(rep, enc, length):
+    """hope-1: per seed the local decay D and the far rise U of enc's text model at `length`, two contrasts
+    (decisions.directional_iut: both > 0)."""
+    return {"contrasts": {"local decay": _u(rep, enc, length, "local"), "far rise": _u(rep, enc, length)}}
+
+
+def u_shape_diff(rep, enc, ref, length):
+    """hope-2: per seed U(enc) - U(ref) at `length` (the far rise)."""
+    a, b = _u(rep, enc, length), _u(rep, ref, length)
+    return {"per_seed": {s: a[s] - b[s] for s in a if s in b}}
+
+
+def logn_gain(rep, enc, training, metric, level=0.9, tol=1e-6):
+    """swan-4: per seed the mean past the training length of the outcome with log-n scaling (eval.json) minus
+    without it (eval_nologn.json, the same checkpoint): text "loss" (-: the scaling helps) or a passkey metric
+    ("logprob", "exact"; +: it helps). A seed is gated out when its two evaluations differ at the training
+    length by more than tol (the scaling is inactive there: else they are not one model's) or, for passkey,
+    when it misses `level` exact match at the training length."""
+    c = _cell(rep, training, enc)
+    alt = (c or {}).get("nologn")
+    if not alt:
+        return {"per_seed": {}, "gated_out": []}
+    pick = lambda x: x["loss_by_length"] if training == "text" else x["retrieval"]["passkey"][metric]
+    on, off, T = pick(c), pick(alt), str(c["train_len"])
+    past = [L for L in on if int(L) > c["train_len"] and L in off]
+    seeds = set.intersection(*(set(on[L]["per_seed"]) & set(off[L]["per_seed"]) for L in past)) if past else set()
+    at = lambda x, s: (x.get(T) or {}).get("per_seed", {}).get(s)
+    gate = {} if training == "text" else _passkey_at(c, c["train_len"])
+    ok = {s for s in seeds if at(on, s) is not None and at(off, s) is not None and abs(at(on, s) - at(off, s)) <= tol
+          and (training == "text" or (gate.get(s) or 0) >= level)}
+    return {"per_seed": {s: float(np.mean([on[L]["per_seed"][s] - off[L]["per_seed"][s] for L in past])) for s in ok},
+            "gated_out": [str(s) for s in sorted(seeds - ok, key=str)]}
+
+
+def conversion_gain(rep, parent, method, control, iters):
+    """swan-6: per seed the mean text loss past the training length of the parent converted by `method` and trained
+    on for `iters` steps minus the same parent trained on for as many steps without conversion (`control`,
+    extend.py --method none --factor 1): posenc.conversions."""
+    rows = {r["method"]: r for r in (rep.get("posenc") or {}).get("conversions") or []
+            if r["parent"] == parent and r["iters"] == iters}
+    a, b = rows.get(method), rows.get(control)
+    if a is None or b is None:
+        return {"per_seed": {}}
+    past = [L for L in a["loss_by_length"] if int(L) > a["train_len"] and L in b["loss_by_length"]]
+    mean = lambda r: {s: float(np.mean([r["loss_by_length"][L]["per_seed"].get(s, math.nan) for L in past]))
+                      for s in r["loss_by_length"][past[0]]["per_seed"]} if past else {}
+    ma, mb = mean(a), mean(b)
+    return {"per_seed": {s: ma[s] - mb[s] for s in ma if s in mb and not math.isnan(ma[s] - mb[s])}}

@@ -17,6 +17,7 @@ from studies.stats import (BETTER_LEVEL, decide_family, lack_of_fit_f, loglinear
                    coef_mde, lack_of_fit_mde, ols, ols_coef_tests, paired_hypothesis, paired_p, paired_z,
                    predict_interval, predict_nd, repeated_measures_f, rm_anova_mde, sd1, seed_noise_check,
                    bartlett, equivalence_hypothesis, pooled_rm_f, rm_gg)
+from studies.decisions import lof_equivalence, noninferior_iut, pi_criterion
 from studies.common import (VARIANT_KEYS, f, figures, num, parse_size, run_kind, size_label, variant_fields, vtag,
                             warn)
 
@@ -683,18 +684,24 @@ def qat_plots(rep):
 # report (the stored pilot's, or the wave's own): {"per_seed": {seed: value}} (a t over seeds) or {"contrasts":
 # {name: {seed: d}}} (TOST), with "gated_out": the seeds a gate dropped.
 
-def _cell(rep, bits, size, wd):
-    """{seed: deployed loss} of the grid's cell (no variant, LR 1) at bits, size and warmdown."""
+GRID = {"schedule": "wsd", "optimizer": "muon", "budget": "x1"}  # the grid's cell, however records() names it
+
+
+def _cell(rep, bits, size, wd, schedule="wsd"):
+    """{seed: deployed loss} of the grid's cell (LR 1, Muon, the x1 budget) at bits, size, warmdown and schedule:
+    no variant, or one naming only these (wave 5's folder holds cosine runs beside the grid: schedule=wsd)."""
     for c in rep.get("qat", {}).get("cells", []):
-        if c.get("variant") == "" and c["bits"] == bits and c["size"] == size and c.get("lr") == 1.0:
+        v = dict(p.split("=", 1) for p in (c.get("variant") or "").split(",") if "=" in p)
+        if set(v) <= set(GRID) and {**GRID, **v} == dict(GRID, schedule=schedule) and \
+                (c["bits"], c["size"], c.get("lr")) == (bits, size, 1.0):
             for w in c["warmdowns"]:
                 if abs(w["warmdown"] - wd) < 1e-9:
                     return w["per_seed"]
     return {}
 
 
-def _penalty(rep, bits, size, wd):
-    q, fp = _cell(rep, bits, size, wd), _cell(rep, 16, size, wd)
+def _penalty(rep, bits, size, wd, schedule="wsd"):
+    q, fp = _cell(rep, bits, size, wd, schedule), _cell(rep, 16, size, wd, schedule)
     return {s: q[s] - fp[s] for s in q if s in fp and q[s] is not None and fp[s] is not None}
 
 
@@ -748,3 +755,46 @@ def grid_ratio(rep, size):
     ok = {s: v for s, v in per.items() if v.get("fp16") and v.get("qat") and 0.2 <= v["fp16"] <= 0.3}
     return {"contrasts": {"ln ratio": {s: float(np.log(v["qat"] / v["fp16"])) for s, v in ok.items()}},
             "gated_out": [str(s) for s in sorted(set(per) - set(ok))]}
+
+
+def best_warmdown(rep, bits, sizes, ref=0.33, others=(0.1, 0.6), ni_margin=None):
+    """Wave 5: per (bit-width, size) cell and other warmdown w, per seed the deployed loss at w minus at ref (+: ref
+    lower): qat-1's 'the optimal warmdown is 33% at every cell', and with one bit-width and w 0.1 qat-7's 'no
+    schedule preference' on the loss itself (directional: decisions.directional_iut; a null: TOST); with ni_margin,
+    qat-8's 'not a clean wd10 region': every contrast above -ni_margin (decisions.noninferior_iut)."""
+    diff = lambda a, b: {s: a[s] - b[s] for s in a if s in b and None not in (a[s], b[s])}
+    cs = {f"{'FP16' if b == 16 else f'INT{b}'} {z} wd{w:g}": diff(_cell(rep, b, z, w), _cell(rep, b, z, ref))
+          for b in bits for z in sizes for w in others}
+    return {"hypothesis": noninferior_iut("", cs, ni_margin)} if ni_margin else {"contrasts": cs}
+
+
+def cosine_null(rep, bits, size, ref=0.33):
+    """Wave 5, qat-3's schedule shape: per bit-width, per seed the penalty (INT-b - FP16) under cosine minus under
+    WSD at `ref` (a cosine run records warmdown ref; its schedule ignores it)."""
+    pc, pw = ({b: _penalty(rep, b, size, ref, sch) for b in bits} for sch in ("cosine", "wsd"))
+    return {"contrasts": {f"INT{b} {size}": {s: pc[b][s] - pw[b][s] for s in pc[b] if s in pw[b]} for b in bits}}
+
+
+def _law(rep, sizes, bits, wd):
+    """({size: {seed: penalty}} on the seeds holding every size, {size: N} (the penalty law's, else the name),
+    the seeds dropped for a missing size)."""
+    pens = {z: p for z in sizes for p in [_penalty(rep, bits, z, wd)] if p}  # a size without runs is left out
+    every, keep = set().union(*map(set, pens.values())), set.intersection(*map(set, pens.values()))
+    ns = {r["size"]: r["n_params"] for law in (rep.get("penalty_law") or {}).get("laws", []) for r in law["sizes"]}
+    return ({z: {s: p[s] for s in keep} for z, p in pens.items()}, {z: ns.get(z) or parse_size(z) for z in pens},
+            [str(s) for s in sorted(every - keep, key=str)])
+
+
+def law_lof(rep, sizes, bits=3, wd=0.33, margin=QAT_MARGIN, slope=True):
+    """Wave 5, qat-4: the penalty at wd over `sizes` tested for lack of fit about alpha + beta ln N, seeds as blocks,
+    decided both ways at an rms departure of `margin`, and (slope) beta's interval excluding 0 (lof_equivalence)."""
+    pens, ns, out = _law(rep, sizes, bits, wd)
+    return {"hypothesis": lof_equivalence("", pens, {z: math.log(n) for z, n in ns.items()}, margin, slope=slope), "gated_out": out}
+
+
+def law_pi(rep, fit, held, bits=3, wd=0.33, margin=QAT_MARGIN):
+    """Wave 5, qat-5 by the seed's own criterion: the law fitted on the fit sizes' seed means, each held-out size's
+    mean inside its 95% prediction interval (decisions.pi_criterion)."""
+    pens, ns, out = _law(rep, list(fit) + list(held), bits, wd)
+    return {"hypothesis": pi_criterion("", pens, ns, [z for z in fit if z in ns], [z for z in held if z in ns], margin),
+            "gated_out": out}

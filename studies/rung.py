@@ -44,7 +44,8 @@ def across(tiny, rung):
     samples); for a claimed null, contrast by contrast (the same warmdown at both sizes; reported: the rung's
     largest). The verdict: holds = the same status; weakens = decided at tiny, undecided here (marked underpowered
     when the rung could not have found the tiny effect, or had < 80% power at a null's margin); flips = confirmed
-    at one size and refuted at the other; not learned = every seed gated out at the rung; pending = not run."""
+    at one size and refuted at the other; not learned = so many seeds gated out at the rung that fewer than the
+    minimum are left (the test not read); pending = not run."""
     ts, rs = hypothesis_status(tiny)[0], hypothesis_status(rung)[0]
     out = {"tiny": ts, "rung": rs, "diff": None, "diff_ci": None, "contrast": None, "why": None}
     if tiny and rung and tiny.get("margin") is not None:
@@ -61,8 +62,10 @@ def across(tiny, rung):
         out.update(diff=float(d), diff_ci=sorted(float(x) for x in c))
     out["verdict"] = verdict(ts, rs)
     if out["verdict"] == "weakens" and rung:
-        if rung.get("gated_out") and (rung.get("n") or 0) < MIN_SEEDS:
-            out["verdict"], out["why"] = f"not learned at the rung ({len(rung['gated_out'])} seeds gated out)", "not learned"
+        if rung.get("gated_out") and ((rung.get("n") or 0) < MIN_SEEDS or rung.get("not_read")):
+            out["verdict"], out["why"] = (f"not learned at the rung ({len(rung['gated_out'])} seeds gated out"
+                                          + (f", {rung['n']} left: not read" if rung.get("not_read") else "") + ")",
+                                          "not learned")
         elif rung.get("margin") is not None and rung.get("sd") and rung.get("n", 0) >= 2:
             pw = tost_power(rung["sd"], rung["n"], rung["margin"], 0.05)
             if pw is not None and pw < 0.8:
@@ -72,6 +75,25 @@ def across(tiny, rung):
             out["verdict"] = (f"weakens (underpowered: detectable {rung['mde']:.3g} > the tiny effect's "
                               f"{abs(tiny['effect']):.3g})")
     return out
+
+
+def minimum(w, name):
+    """The fewest seeds a rung family's test may rest on: the family's own `min_seeds`, else the wave's."""
+    return w["families"][name].get("min_seeds", w["min_seeds"])
+
+
+def below_minimum(w, name, hs):
+    """A rung's hypotheses (undecided, before Holm) whose seeds, after their gates, are fewer than the family's
+    minimum: stored with p None (out of the family's Holm m) and `not_read` saying why, never with a p value (issue
+    59 item 2: a test on 2 of 8 seeds is not read as a p of 0.044 that a reader would recompute to a pass). Other
+    waves' hypotheses, and those at or above the minimum, are returned unchanged. Changes hs in place; returns it."""
+    if w.get("kind") != "rung":
+        return hs
+    least = minimum(w, name)
+    for h in hs:
+        if (h.get("n") or 0) < least:
+            h.update(p=None, not_read=f"{h.get('n') or 0} seeds after its gates, below the rung's minimum of {least}")
+    return hs
 
 
 def verdict(tiny_status, rung_status):

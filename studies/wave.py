@@ -146,11 +146,18 @@ def _picked(w, name, d, rep):
 
 
 def _computed(w, name, d, rep):
-    """A hypothesis from its outcome function: a t over seeds ({"per_seed"}) or TOST ({"contrasts"}); under the
-    rule "holm+sign" a contrast with the same sign and size in every seed (no t) by the exact sign test."""
+    """A hypothesis from its outcome function: a t over seeds ({"per_seed"}), TOST ({"contrasts"} of a claimed
+    null; of a directional one, every contrast in its direction: decisions.directional_iut) or the function's own
+    test ({"hypothesis"}: studies/decisions.py); under the rule "holm+sign" a contrast with the same sign and size
+    in every seed (no t) by the exact sign test."""
+    from studies.decisions import directional_iut
     from studies.stats import equivalence_hypothesis, paired_hypothesis
     v = call(d["outcome_fn"], rep, d.get("args"))
-    if "contrasts" in v:
+    if "hypothesis" in v:  # a test that is not one mean of per-seed contrasts (studies/decisions.py)
+        h = dict(v["hypothesis"], claim=d["claim"])
+    elif "contrasts" in v and d["direction"]:  # every contrast in the declared direction: intersection-union
+        h = directional_iut(d["claim"], v["contrasts"], d["direction"], d.get("sesoi"))
+    elif "contrasts" in v:
         cs = dict(v["contrasts"])
         h = (equivalence_hypothesis(d["claim"], cs, d["margin"]) if cs and all(cs.values()) else
              {"claim": d["claim"], "test": "none: no runs", "n": 0, "effect": None, "sd": None, "ci": None,
@@ -194,13 +201,22 @@ def in_declared_direction(fam):
     """A decided family's passes kept only in each hypothesis's declared direction ('declared': +1 / -1; 0 for a
     null); a pass the other way is marked 'opposite' (refuted) and not passed. A directional hypothesis with a
     declared sesoi whose interval lies inside +-sesoi is 'negligible' (refuted: no effect of interest), never
-    passed. Returns fam, changed in place."""
+    passed (an intersection-union: any cell's Bonferroni interval, `negligible_in`). A hypothesis with its own `rule`
+    (decisions.pi_criterion, no p; an ni or lof one gets it after Holm, decisions.after_holm) is passed or refuted
+    by it. Returns fam, changed in place."""
+    from studies.decisions import after_holm
     for h in fam["hypotheses"]:
+        if h.get("kind") in ("ni", "lof"):  # wave 5: Holm's pass, then its own refutation (decisions.after_holm)
+            h["rule"] = after_holm(h)
+        if h.get("rule"):
+            h.update(passed=h["rule"]["passed"], opposite=h["rule"]["refuted"])
+            continue
         sign = 0 if h["effect"] is None else (1 if h["effect"] > 0 else -1)
         h["opposite"] = bool(h["passed"] and h["declared"] and sign != h["declared"])
         h["passed"] = bool(h["passed"] and not h["opposite"])
-        if h.get("sesoi") is not None and h.get("ci"):
-            h["negligible"] = bool(h["declared"] and max(abs(x) for x in h["ci"]) < h["sesoi"])
+        if h.get("sesoi") is not None and h.get("ci"):  # an intersection-union: any cell inside, Bonferroni
+            h["negligible"] = bool(h["declared"] and (bool(h["negligible_in"]) if "negligible_in" in h
+                                                      else max(abs(x) for x in h["ci"]) < h["sesoi"]))
             h["passed"] = h["passed"] and not h["negligible"]
     return fam
 
@@ -208,8 +224,9 @@ def in_declared_direction(fam):
 def decide(w, name, rep):
     """The family decided on a report of the wave's runs: Holm within it; passed only in the declared direction
     (an equivalence hypothesis: inside its margin); a family gate (gate_fn) that fails leaves it unread."""
+    from studies.rung import below_minimum
     from studies.stats import decide_family
-    fam = in_declared_direction(decide_family(hypotheses(w, name, rep)))
+    fam = in_declared_direction(decide_family(below_minimum(w, name, hypotheses(w, name, rep))))
     decl = w["families"][name]
     if w["layout"] == "family":  # wave 1 stored its declaration whole
         run = w["runs"][decl["runs"]]
@@ -231,18 +248,22 @@ def redecide(w, fam):
     """A stored decided family decided again by the wave's rule from the per-seed values its hypotheses store (no
     runs read): each a t over seeds, or for a claimed null TOST over its contrasts; Holm; the declared direction;
     a failed family gate leaves it unread. tests/test_waves.py holds every stored analysis to it."""
+    from studies.decisions import again
     from studies.stats import decide_family, equivalence_hypothesis, paired_hypothesis
     hs = []
     for h in fam["hypotheses"]:
         per = h.get("per_seed") or {}
-        if h.get("margin") is not None:
+        if h.get("kind"):  # studies/decisions.py's tests, from the values they store
+            x = again(h)
+        elif h.get("margin") is not None:
             cs = per if per and all(isinstance(v, dict) for v in per.values()) else {"": per}
             x = (equivalence_hypothesis(h["claim"], cs, h["margin"]) if all(cs.values()) else
                  {"claim": h["claim"], "n": 0, "effect": None, "sd": None, "ci": None, "p": None, "margin": h["margin"]})
         else:
             x = sign_test(w, paired_hypothesis(h["claim"], per, h["test"]), per)
         hs.append({**x, **{k: h[k] for k in ("id", "declared", "sesoi") if k in h}})
-    out = in_declared_direction(decide_family(hs))
+    from studies.rung import below_minimum
+    out = in_declared_direction(decide_family(below_minimum(w, fam.get("family"), hs)))
     if fam.get("gate") and not fam["gate"]["passed"]:
         for h in out["hypotheses"]:
             h.update(passed=False, opposite=False)
@@ -354,23 +375,54 @@ def plan(w, study, basis):
     -> {families: {name: plan}, needed, seeds, cap, capped, at_seeds: {name: plan}}."""
     from studies.stats import decide_family, power_plan
     fams, needs = {}, []
+    both = any("target" in d or "sesoi" in d for k in families_of(w, study) for d in w["families"][k]["hypotheses"])
     for name in families_of(w, study):
         fam = tiny_family(w, name, basis) if w.get("kind") == "rung" else decide_family(hypotheses(w, name, basis))
         p = power_plan(fam)
+        decl = w["families"][name]["hypotheses"]
+        if both:  # a wave that declares targets and sesois: both ends planned
+            p = dict(p, rows=[plan_both(h, d, p["level"]) for h, d in zip(fam["hypotheses"], decl)])
         fams[name] = (fam, p)
-        needs += [r["seeds_needed"] for r, h in zip(p["rows"], fam["hypotheses"])
-                  if w.get("kind") != "rung" or hypothesis_status(h)[0] in ("confirmed", "refuted")]
+        for r, h in zip(p["rows"], fam["hypotheses"]):
+            if w.get("kind") != "rung" or hypothesis_status(h)[0] in ("confirmed", "refuted"):
+                needs += [r["seeds_needed"]] + ([r["sesoi_seeds_needed"]] if r.get("sesoi") is not None else [])
     known = [n for n in needs if n is not None]
     need = max(known) if known and (w["layout"] != "family" or len(known) == len(needs)) else None
     cap = w["runs"][study]["cap"]
     n = cap if need is None else min(cap, max(w["min_seeds"], need))
     return {"families": {k: p for k, (_, p) in fams.items()}, "needed": need, "seeds": n, "cap": cap,
-            "capped": need is None or need > cap, "at_seeds": {k: power_plan(fam, seeds=n) for k, (fam, _) in fams.items()}}
+            "capped": need is None or need > cap or (both and None in needs), "at_seeds": {
+                k: power_plan(fam, seeds=n) if not both else
+                dict(p, rows=[plan_both(h, d, p["level"], len(w["families"][k].get("seeds") or ()) or n)
+                              for h, d in zip(fam["hypotheses"], w["families"][k]["hypotheses"])])
+                for k, (fam, p) in fams.items()}}
+
+
+def plan_both(h, d, level, seeds=None, power=0.8):
+    """A directional hypothesis planned at both ends (a wave that declares `target` and `sesoi`): the seeds for 80%
+    power at its declared target (the seed's effect in the outcome's units; else the pilot's effect), and the seeds
+    for 80% power to refute it, the probability that its 95% interval lies inside +-sesoi when the true effect is 0
+    (the rule in_declared_direction applies). A claimed null keeps plan_row's plan at its margin."""
+    from studies.decisions import plan
+    from studies.stats import PLAN_CONF, _first_n, plan_row, sd_upper, tost_power
+    if h.get("kind") in ("lof", "pi"):
+        return dict(plan(h, level, seeds, power), sesoi=None, sesoi_power=None, sesoi_seeds_needed=None)
+    row = plan_row(h, level, seeds, d.get("target"), power)
+    row.update(sesoi=d.get("sesoi"), sesoi_power=None, sesoi_seeds_needed=None)
+    if h.get("kind") == "iut":  # wave 5: the whole intersection-union, every contrast at its own stored mean
+        from studies.decisions import iut_power
+        row["iut_power"] = iut_power(h, level, seeds)
+    if d.get("sesoi") is not None and d["direction"] and h.get("sd") and h["n"] >= 2:
+        up = sd_upper(h["sd"], h["n"] - 1, PLAN_CONF)
+        refute = lambda k: tost_power(up, k, d["sesoi"], 0.025)  # a 95% interval inside +-sesoi
+        row.update(sesoi_power=refute(seeds or h["n"]), sesoi_seeds_needed=_first_n(lambda k: (refute(k) or 0) >= power))
+    return row
 
 
 def _detectable(a):
+    iut = f"; all pass: power {a['iut_power']:.2f}" if a.get("iut_power") is not None else ""
     return (f"power {a['detectable']:.2f} at the margin" if a.get("detectable_is") and a["detectable"] is not None
-            else f(a["detectable"], ".3g"))
+            else f(a["detectable"], ".3g")) + iut
 
 
 def plan_md(w, study, basis):
@@ -392,14 +444,17 @@ def plan_md(w, study, basis):
                          f"detectable at {n} seeds"], rows) + [""])
     rows = [[name, h["id"], r["kind"], str(r["n"]), f(r["sd"], ".3g"), f(r["sd_plan"], ".3g"), f(r["target"], "+.3g"),
              f(r["seeds_needed"]), _detectable(a)]
+            + ([f(r.get("sesoi"), ".3g"), f(r.get("sesoi_seeds_needed")) if r.get("sesoi") is not None else "-",
+                f(a.get("sesoi_power"), ".2f")] if "sesoi" in r else [])
             for name, pl in p["families"].items()
             for h, r, a in zip(w["families"][name]["hypotheses"], pl["rows"], p["at_seeds"][name]["rows"])]
+    sesoi = ["sesoi", "seeds needed to refute", f"power to refute at {n} seeds"] if rows and len(rows[0]) > 9 else []
     t = w["text"]
     why = (t["plan_capped"] if p["capped"] else t["plan_uncapped"]).format(cap=p["cap"], needed=f(p["needed"]), n=n)
     on = "tiny" if w.get("kind") == "rung" else "pilot"
     return ([t["plan"].format(why=why), ""]
             + table(["family", "id", "test", f"{on} seeds", f"{on} sd", "sd planned on", "target", "seeds needed",
-                     f"detectable at {n} seeds"], rows) + [""])
+                     f"detectable at {n} seeds"] + sesoi, rows) + [""])
 
 
 # -----------------------------------------------------------------------------
@@ -443,6 +498,10 @@ def declaration_md(w, study):
 
 def words(h):
     """A hypothesis's verdict in words (the families layout)."""
+    if h.get("rule"):
+        return h["rule"]["words"]
+    if h.get("not_read"):  # a failed family gate, or a rung test below its minimum of seeds (studies/rung.py)
+        return f"not read: {h['not_read']}"
     if h.get("opposite"):
         return "passed OPPOSITE to the seed (refuted)"
     if h.get("negligible"):
@@ -513,7 +572,10 @@ def section(w, study, conf=None, basis=None):
     state = "declared and run" if fams else "declared before its runs; results pending"
     L = ["## " + t["title"].format(state=state, size=w["runs"][study].get("size")), ""]
     planned = basis is not None if w.get("kind") == "rung" else bool(basis)  # a rung plans on no tiny result too
-    L += declaration_md(w, study) + (plan_md(w, study, basis) if planned else [])
+    L += declaration_md(w, study)
+    if planned and w["runs"][study].get("pilot_fn"):  # the wave's own pilot, reported before the plan made on it
+        L += call(w["runs"][study]["pilot_fn"], basis)
+    L += plan_md(w, study, basis) if planned else []
     if fams:
         L += [machine_line(c), ""] + families_md(w, fams)
         for name, fam in fams.items():
@@ -668,9 +730,12 @@ def grid(w, study, folder):
     """The job lines of a run-study's [[runs.STUDY.jobs]] blocks, seed by seed (every line of one seed before the
     next seed's, so that a change of machine between sittings never falls between the cells of one contrast):
     per seed, each block in file order, its axes' Cartesian product in the order written; `line` filled by
-    str.format with {seed}, {dir} (folder), each axis and each per-value field (per.AXIS."VALUE")."""
+    str.format with {seed}, {dir} (folder), each axis and each per-value field (per.AXIS."VALUE"). A block with
+    its own `seeds` (a subset of the run-study's) is emitted at those only."""
     for seed in seeds(w, study):
         for job in w["runs"][study].get("jobs", ()):
+            if seed not in job.get("seeds", [seed]):
+                continue
             axes = job.get("axes", {})
             for combo in itertools.product(*axes.values()):
                 fields = {"seed": seed, "dir": folder, **dict(zip(axes, combo))}
@@ -681,9 +746,9 @@ def grid(w, study, folder):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m studies.wave", description="A confirmatory wave's seeds and job lines.")
-    ap.add_argument("what", choices=("seeds", "grid"))
+    ap.add_argument("what", choices=("seeds", "grid", "name"))
     ap.add_argument("name", help="the wave's name (confirm, confirm2, rung1) or number")
-    ap.add_argument("study", help="one of its run-studies")
+    ap.add_argument("study", nargs="?", default="", help="one of its run-studies")
     ap.add_argument("--out", default="runs", help="grid: the records' root ({dir} is OUT/NAME/STUDY)")
     a = ap.parse_args(argv)
     try:
@@ -691,6 +756,9 @@ def main(argv=None):
     except UserError as e:
         print(e, file=sys.stderr)
         return 2
+    if a.what == "name":  # its folder name (runs/NAME/STUDY, results/STUDY/NAME); 2 when it declares no jobs there
+        print(w["name"])
+        return 0 if w["runs"].get(a.study, {}).get("jobs") else 2
     if a.what == "seeds":  # a run-study the wave does not run has none (sweep.sh asks for every study)
         print(" ".join(map(str, w["runs"].get(a.study, {}).get("seeds", ()))))
         return 0

@@ -76,7 +76,9 @@ def test_confirm_is_tiny_only(env):
     p = sweep(env, "--count", "qat", CONFIRM="1", SCALE="paper")
     assert p.returncode == 2 and "CONFIRM=1 is the tiny confirmatory design" in p.stderr
     p = sweep(env, "--count", "qat", CONFIRM="yes")
-    assert p.returncode == 2 and "CONFIRM must be 0, 1, 2 or 3" in p.stderr
+    assert p.returncode == 2 and "CONFIRM must be 0-9 (a wave of studies/waves/)" in p.stderr
+    p = sweep(env, "--count", "longctx", CONFIRM="9")  # no wave 9 declared: the engine says so, nothing runs
+    assert p.returncode == 2 and "no wave" in p.stderr
 
 
 def test_the_sweep_records_its_wall_over_sittings(env, tmp_path):

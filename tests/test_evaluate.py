@@ -361,6 +361,8 @@ def test_algo_bins_evaluate_exactly_their_lengths():
     model = Recorder()
     out = E.eval_algo(model, tc, [16, 32, 48], 64)
     assert [(b["lo"], b["hi"]) for b in out["by_length"].values()] == [(1, 16), (17, 32), (33, 48)]
+    # beside exact match and the answer loss, answer-token accuracy (tasks.algo_eval): PAD, never an answer token
+    assert all(b["exact"] == 0.0 and b["token_acc"] == 0.0 and "loss" in b for b in out["by_length"].values())
     for (lo, hi), lens in zip(E.algo_bins(1, [16, 32, 48]), model.seen):
         assert Counter(lens) == {n: 4 for n in range(lo, hi + 1)}
     assert sorted(set().union(*map(set, model.seen))) == list(range(1, 49))

@@ -175,7 +175,9 @@ def check_t(docs):
                 continue
             p_scipy, p_sm, (lo, hi) = lib
             n += 1
-            if not (close(h["p"], p_scipy) and close(h["p"], p_sm) and close(h["effect"], float(a.mean()), scale=hi - lo)
+            unread = h.get("not_read") and h["p"] is None  # a rung test below its minimum of seeds: no p, by rule
+            if not ((unread or (close(h["p"], p_scipy) and close(h["p"], p_sm)))
+                    and close(h["effect"], float(a.mean()), scale=hi - lo)
                     and close(h["ci"][0], lo, scale=hi - lo) and close(h["ci"][1], hi, scale=hi - lo)):
                 bad.append(f"{where} {h['claim']}: stored p {h['p']} ci {h['ci']}, library p {p_scipy} / {p_sm} ci {lo, hi}")
     return n, bad

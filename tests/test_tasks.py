@@ -282,6 +282,24 @@ def test_algo_eval_is_fp32_and_keeps_no_graph():
     assert got == want and seen == [(False, torch.float32)] * 2 and model.training
 
 
+def test_algo_eval_token_accuracy_is_the_share_of_answer_tokens_right():
+    """token_acc counts answer tokens (exact match counts whole answers): an oracle that misses the first
+    answer token of every other example has exact match 0.5 and token accuracy 1 - (n / 2) / tokens."""
+    class Oracle(torch.nn.Module):
+        miss = True
+
+        def forward(self, x, y):
+            pred = y.clamp_min(0).clone()
+            for i in range(0, len(y) if self.miss else 0, 2):
+                pred[i, (y[i] >= 0).nonzero()[0, 0]] = tasks.PAD  # never an answer token
+            return torch.nn.functional.one_hot(pred, len(tasks.ALGO_VOCAB)).float(), torch.zeros(())
+    model = Oracle()
+    r = tasks.algo_eval(model, "sort", (3, 10), 64, n=16)
+    assert r["acc"] == 0.5 and r["token_acc"] == pytest.approx(1 - 8 / r["tokens"])
+    model.miss = False
+    assert tasks.algo_eval(model, "sort", (3, 10), 64, n=16)["token_acc"] == 1.0
+
+
 @pytest.mark.parametrize("flags", [dict(pos="rope"), dict(pos="nope"), dict(pos="alibi"), dict(pos="hope"),
                                    dict(pos="expe"), dict(swan=True, window=8, global_every=2),
                                    dict(chunk_layers="1", chunk_size=8)])

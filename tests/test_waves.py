@@ -24,11 +24,12 @@ WAVES = list(wave.waves().values())
 
 TOP = {"wave", "name", "declared_in", "layout", "rule", "min_seeds", "machine", "machine_rule", "marker", "declared",
        "runs", "families", "text", "constants", "pilot_seeds", "kind", "seed_sizes", "skipped", "not_rerun"}
-RUN = {"seeds", "cap", "cells", "size", "reads", "jobs"}
+RUN = {"seeds", "cap", "cells", "size", "reads", "jobs", "pilot", "pilot_fn"}
 FAMILY = {"paper", "runs", "seed_text", "gates", "failure_rule", "hypotheses", "exploratory", "cited", "gate_fn",
-          "gate_failed", "gate_line", "dropped_fn"}
+          "gate_failed", "gate_line", "dropped_fn", "seeds", "claim_rule", "min_seeds"}
 HYPOTHESIS = {"id", "claim", "direction", "margin", "sesoi", "source", "outcome_fn", "args", "match", "gate",
-              "gate_fn", "gate_args", "outcome", "error", "why", "mirrors", "params"}
+              "gate_fn", "gate_args", "outcome", "error", "why", "mirrors", "params", "target", "ledger", "part",
+              "stand_in", "pilot"}
 TEXT = {"title", "declaration", "plan", "plan_capped", "plan_uncapped", "plan_title", "families", "wall"}
 
 
@@ -51,7 +52,7 @@ def test_every_wave_file_holds_the_schema(w):
     where = w["file"]
     assert set(w) - {"file"} <= TOP, f"{where}: unknown keys {set(w) - TOP - {'file'}}"
     assert isinstance(w["wave"], int) and w["layout"] in ("family", "families") and w["rule"] in ("holm", "holm+sign")
-    assert w["machine_rule"] in ("one kind", "one model per seed") and w["min_seeds"] >= 2
+    assert w["machine_rule"] in ("one kind", "one model", "one model per seed") and w["min_seeds"] >= 2
     assert all(isinstance(w[k], str) and w[k] for k in ("name", "declared_in", "machine", "marker", "declared"))
     if w["layout"] == "families":
         assert TEXT <= set(w["text"]), f"{where}: [text] lacks {TEXT - set(w['text'])}"
@@ -66,6 +67,7 @@ def test_every_wave_file_holds_the_schema(w):
         for k in ("gate_fn", "dropped_fn"):
             assert k not in fam or resolves(fam[k]), f"{where} families.{name}.{k} = {fam[k]}: no such function"
         assert ("gate_fn" in fam) == ("gate_failed" in fam)
+        assert set(fam.get("seeds", ())) <= set(w["runs"][fam["runs"]]["seeds"]), f"{where} families.{name}.seeds"
         ids = [d["id"] for d in fam["hypotheses"]]
         assert ids and len(ids) == len(set(ids)) and len(ids) <= 4
         for d in fam["hypotheses"]:
@@ -84,6 +86,37 @@ def test_every_wave_file_holds_the_schema(w):
                 assert k not in d or resolves(d[k]), f"{at}: {k} = {d[k]} names no function of a study's file"
             if w.get("kind") == "rung":
                 assert d["mirrors"] and len(d["params"]) == 2 and d["params"][0] < d["params"][1]
+
+
+SESOI_FROM = 4  # issue 59 item 2: from wave 4 on, every directional test declares its sesoi, and every margin and sesoi
+# its source (waves 1-3 were declared and run before the rule; the ledger gives their margins' sources)
+
+
+def sesoi_errors(w):
+    """The hypotheses of a wave (from SESOI_FROM on) that break issue 59's rule: a directional test without a sesoi
+    (it could confirm or stay undecided, never refute 'the effect exists'), a margin or sesoi without its source."""
+    bad = []
+    for name, fam in w["families"].items():
+        for d in fam["hypotheses"]:
+            at = f"{w['file']} {name}/{d['id']}"
+            if d["direction"] and not d.get("sesoi"):
+                bad.append(f"{at}: directional, no sesoi")
+            if (d.get("sesoi") is not None or d.get("margin") is not None) and not d.get("source"):
+                bad.append(f"{at}: a margin or sesoi without its source")
+    return bad
+
+
+def test_the_sesoi_check_can_fail():
+    w = {"file": "x.toml", "families": {"f": {"hypotheses": [
+        {"id": "a", "direction": 1}, {"id": "b", "direction": 0, "margin": 0.01},
+        {"id": "c", "direction": -1, "sesoi": 0.05, "source": "the seed's Figure 2"}]}}}
+    assert sesoi_errors(w) == ["x.toml f/a: directional, no sesoi", "x.toml f/b: a margin or sesoi without its source"]
+    assert sesoi_errors(wave.get("confirm2"))  # wave 2, declared before the rule, has none
+
+
+@pytest.mark.parametrize("w", [w for w in WAVES if w["wave"] >= SESOI_FROM], ids=lambda w: w["name"])
+def test_every_directional_test_of_a_new_wave_declares_its_sesoi_and_source(w):
+    assert not sesoi_errors(w)
 
 
 def test_the_fresh_seeds_are_fresh():
@@ -120,7 +153,13 @@ STORED = stored()
 
 
 def test_every_wave_has_stored_families():
-    assert {w["name"] for w, _, _ in STORED} == {w["name"] for w in WAVES}
+    """Every wave has its decided families stored, but one declared before its runs (no runs/<name> yet) or one whose
+    jobs are data and still running (sweep.sh publishes such a wave only once every job is done)."""
+    stored = {w["name"] for w, _, _ in STORED}
+    assert stored <= {w["name"] for w in WAVES}
+    running = {w["name"] for w in WAVES if any(r.get("jobs") for r in w["runs"].values())}
+    assert not [w["name"] for w in WAVES if w["name"] not in stored | running
+                and os.path.isdir(os.path.join(ROOT, "runs", w["name"]))]
 
 
 @pytest.mark.parametrize("w, where, fam", STORED, ids=[f"{p}:{f.get('family') or f.get('study')}" for _, p, f in STORED])
