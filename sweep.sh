@@ -581,7 +581,7 @@ case $mode in
             WALL_BASE=${WALL_BASE:-0}; WALL_SITS=$(( ${WALL_SITS:-0} + 1 )); WALL_START=$start
             wall_tick() { printf '{"seconds": %d, "sittings": %d, "jobs": %d, "cores": %d}\n' $(( WALL_BASE + SECONDS - WALL_START )) \
                               "$WALL_SITS" "$JOBS" "$NCPU" > "$WALL.tmp" && mv "$WALL.tmp" "$WALL"; }
-            wall_tick
+            wall_tick; trap wall_tick EXIT  # a sitting stopped by a signal keeps its time up to the stop
         fi
         note "$study (SCALE=$SCALE): ${#GRID[@]} jobs, $((${#GRID[@]} - ${#todo[@]})) already finished," \
              "${#todo[@]} to run with JOBS=$JOBS${GPUS:+ on GPUs $GPUS}, OMP_NUM_THREADS=$OMP_NUM_THREADS"
