@@ -119,17 +119,25 @@ def add_flags(p, cls, skip=(), optional=False, prefix=""):
                            help=f"{text} (default {f.default!r})")
 
 
+_PARSERS = {}  # (cls, description, overrides) -> (parser, override names): tools/cost.py and the tests
+# parse thousands of grid lines, and building a parser of ~100 flags costs more than parsing with it
+
+
 def parse(cls, argv=None, description=None, overrides=None):
     """Parse argv into cls. overrides=(OtherConfig, "field"): OtherConfig's flags are offered too
     (skipping names cls already has); the ones given are collected as a dict into cls.field."""
-    p = OneLineParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_flags(p, cls)
-    names = []
-    if overrides:
-        other, into = overrides
-        own = {f.name for f in dataclasses.fields(cls)}
-        names = [f.name for f in dataclasses.fields(other) if f.name not in own and "help" in f.metadata]
-        add_flags(p, other, skip=own, optional=True, prefix="model: ")
+    key = (cls, description, overrides)
+    if key not in _PARSERS:
+        p = OneLineParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+        add_flags(p, cls)
+        names = []
+        if overrides:
+            other, into = overrides
+            own = {f.name for f in dataclasses.fields(cls)}
+            names = [f.name for f in dataclasses.fields(other) if f.name not in own and "help" in f.metadata]
+            add_flags(p, other, skip=own, optional=True, prefix="model: ")
+        _PARSERS[key] = p, names
+    p, names = _PARSERS[key]
     args = vars(p.parse_args(argv))
     if overrides:
         given = {k: args.pop(k) for k in names}

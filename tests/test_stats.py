@@ -205,6 +205,16 @@ def test_holm_step_down_by_hand():
     assert stats.holm([0.9, 0.6]) == [1.0, 1.0] and stats.holm([]) == []  # 0.6 x 2 capped at 1; 0.9 x 1 raised to it
 
 
+def test_holm_with_an_uncomputable_p_does_not_depend_on_order():
+    """A NaN p counts in m (m = 3 here) and stays NaN; the others are adjusted as if it were last,
+    whatever the input order (sorting on NaN used to let it split the list)."""
+    import itertools
+    for perm in itertools.permutations([0.01, float("nan"), 0.02]):
+        out = dict(zip(perm, stats.holm(list(perm))))
+        assert out[0.01] == pytest.approx(0.03) and out[0.02] == pytest.approx(0.04)
+        assert math.isnan([v for k, v in out.items() if k != k][0])
+
+
 def test_min_detectable_effect_has_the_power_it_claims():
     """At the returned difference a paired t test on n seeds rejects at 0.05 about 80% of the time
     (simulated); with 3 seeds that is 3.26 paired sds, as the issue's referee computed."""

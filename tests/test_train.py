@@ -241,7 +241,7 @@ def test_muon_and_adamw_parameter_groups(tmp_path):
 # ---------------------------------------------------------------- tokenizer and cache
 
 @pytest.mark.parametrize("script", ["train.py", "evaluate.py", "extend.py", "tools/export.py"])
-def test_every_flag_has_help_text(script):
+def test_every_flag_has_help_text(script, capsys):
     """--help of every script comes from its dataclasses' field metadata (cli.flag): each flag shows."""
     import dataclasses
     import evaluate
@@ -250,10 +250,12 @@ def test_every_flag_has_help_text(script):
     from model import GPTConfig
     classes = {"train.py": (train.TrainConfig, GPTConfig), "evaluate.py": (evaluate.EvalConfig,),
                "extend.py": (extend.ExtendConfig,), "tools/export.py": (export.ExportConfig,)}[script]
-    p = subprocess.run([sys.executable, os.path.join(ROOT, script), "--help"], capture_output=True, text=True,
-                       timeout=60)
-    assert p.returncode == 0
-    text = " ".join(p.stdout.split())
+    main = {"train.py": train.main, "evaluate.py": evaluate.main, "extend.py": extend.main,
+            "tools/export.py": export.main}[script]
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    assert e.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
     for cls in classes:
         for f in dataclasses.fields(cls):
             if "help" not in f.metadata:
@@ -617,10 +619,27 @@ def test_two_process_gloo_ddp_matches_single_process(tmp_path):
 
 # ---------------------------------------------------------------- bad input (CLI)
 
-def _cli(args, cwd):
-    p = subprocess.run([sys.executable, os.path.join(ROOT, "train.py"), *args, "--quiet"],
-                       capture_output=True, text=True, cwd=str(cwd), timeout=120)
-    return p.returncode, p.stderr.strip()
+@pytest.fixture
+def _cli(monkeypatch, capsys):
+    """train.main(argv) in this process, from cwd: (exit status, stderr). The interpreter start is the
+    same for every case and costs seconds; test_bad_input_in_a_real_process checks it once."""
+    def run(args, cwd):
+        monkeypatch.chdir(cwd)
+        capsys.readouterr()
+        try:
+            code = train.main([*args, "--quiet"]) or 0
+        except SystemExit as e:
+            code = e.code
+        return code, capsys.readouterr().err.strip()
+    return run
+
+
+def test_bad_input_in_a_real_process(tmp_path):
+    """As a user sees it: a non-zero exit status and one line on stderr, no traceback."""
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "train.py"), "--bits", "9", "--quiet"],
+                       capture_output=True, text=True, cwd=str(tmp_path), timeout=120)
+    err = p.stderr.strip()
+    assert p.returncode == 1 and err.startswith("error: bits 9 not supported") and len(err.splitlines()) == 1, err
 
 
 @pytest.mark.parametrize("args,msg", [
@@ -639,20 +658,20 @@ def _cli(args, cwd):
     (["--task_mix", "0.5", "--task_short_only", "true"], "--task_short_only"),
     (["--algo", "copy", "--algo_len", "1,16", "--algo_offset", "32", "--block_size", "64"], "--block_size >= 66"),
 ])
-def test_bad_input_one_line_error(tmp_path, args, msg):
+def test_bad_input_one_line_error(tmp_path, args, msg, _cli):
     code, err = _cli(args + ["--out_dir", str(tmp_path / "o")], tmp_path)
     assert code != 0 and msg in err and "Traceback" not in err and len(err.splitlines()) == 1, err
     assert not os.path.exists(tmp_path / "o" / "result.json")
 
 
-def test_corpus_smaller_than_one_batch(tmp_path):
+def test_corpus_smaller_than_one_batch(tmp_path, _cli):
     (tmp_path / "small.txt").write_text("too short\n" * 10)
     code, err = _cli(["--data", str(tmp_path / "small.txt"), "--out_dir", str(tmp_path / "o"),
                       "--cache_dir", str(tmp_path / "k")], tmp_path)
     assert code != 0 and "corpus too small" in err and "Traceback" not in err
 
 
-def test_finished_run_is_not_overwritten_and_corrupt_checkpoint(tiny_run, tmp_path):
+def test_finished_run_is_not_overwritten_and_corrupt_checkpoint(tiny_run, tmp_path, _cli):
     cfg, _ = tiny_run
     before = open(os.path.join(cfg.out_dir, "result.json")).read()
     args = ["--size", "0.1M", "--data", cfg.data, "--vocab_size", "512", "--block_size", "32",
