@@ -166,38 +166,46 @@ def test_the_wave2_grid_runs_the_declared_fresh_seeds_and_cells_only(study, tmp_
 # -----------------------------------------------------------------------------
 # 2. the analysis end to end on synthetic records of every job
 
-def write_jobs(lines, metrics, evaluation):
+def context_extension(ec, parent):
+    """extend.py's record of a context extension by ec.factor with its token budget (wave 2's recipe):
+    -> (lineage, config, model_config)."""
+    L = parent["model_config"]["block_size"]
+    block = int(L * ec.factor)
+    lin = dict(parent=ec.run, parent_ckpt=ec.ckpt, method=ec.method, factor=ec.factor, original_len=L,
+               block_size=block, layers=ec.layers, short_frac=ec.short_frac, task_rows=ec.task_rows,
+               lr_frac=ec.lr_frac, stage=1, stages=ec.stages,
+               budget={"source": "token_frac", "token_frac": ec.token_frac})
+    return (lin, {**parent["config"], "block_size": block},
+            {**parent["model_config"], "block_size": block, "rope_original_len": L})
+
+
+def write_jobs(lines, metrics, evaluation, vocab=lambda cfg: VOCAB, train_fields=lambda cfg, mc: {},
+               extension=context_extension):
     """One record per step of every dry-run line, as its script writes it: train.py -> OUT/result.json (config
-    and model_config from train.py's own parser), extend.py -> the extension's result.json with its lineage,
-    evaluate.py RUN -> RUN/eval.json (or --out). metrics(rec) -> the run's metrics, evaluation(rec, ec) -> the
-    eval.json; rec["_root"] is the pretraining run's record (itself for a training run)."""
+    and model_config from train.py's own parser; train_fields(cfg, mc) adds or replaces fields), extend.py ->
+    the extension's result.json with its lineage (extension(ec, parent_record)), evaluate.py RUN ->
+    RUN/eval.json (or --out). metrics(rec) -> the run's metrics, evaluation(rec, ec) -> the eval.json;
+    rec["_root"] is the pretraining run's record (itself for a training run)."""
     recs = {}
     for line in lines:
         for script, a in steps(line):
             if script == "train.py":
                 cfg = train.parse_args(a)
-                mc = train.model_config(cfg, VOCAB)
+                mc = train.model_config(cfg, vocab(cfg))
                 rec = dict(run_name=os.path.basename(cfg.out_dir), status="done", config=dataclasses.asdict(cfg),
                            model_config=dataclasses.asdict(mc), params=dict(non_embedding=50000), metrics={})
+                rec.update(train_fields(cfg, mc))
                 rec["_root"], out = rec, cfg.out_dir
             elif script == "extend.py":
                 ec = extend.parse_args(a)
                 parent = recs[os.path.normpath(ec.run)]
-                L = parent["model_config"]["block_size"]
-                block = int(L * ec.factor)
-                lin = dict(parent=ec.run, parent_ckpt=ec.ckpt, method=ec.method, factor=ec.factor, original_len=L,
-                           block_size=block, layers=ec.layers, short_frac=ec.short_frac, task_rows=ec.task_rows,
-                           lr_frac=ec.lr_frac, stage=1, stages=ec.stages,
-                           budget={"source": "token_frac", "token_frac": ec.token_frac})
-                rec = dict(run_name=os.path.basename(ec.out_dir), status="done",
-                           config={**parent["config"], "block_size": block},
-                           model_config={**parent["model_config"], "block_size": block, "rope_original_len": L},
-                           params=parent["params"], metrics={}, lineage=lin)
+                lin, config, model_config = extension(ec, parent)
+                rec = dict(run_name=os.path.basename(ec.out_dir), status="done", config=config,
+                           model_config=model_config, params=parent["params"], metrics={}, lineage=lin)
                 rec["_root"], out = parent, ec.out_dir
             else:
                 ec = evaluate.parse_args(a)
-                path = ec.out or os.path.join(ec.run, "eval.json")
-                with open(path, "w") as fh:
+                with open(ec.out or os.path.join(ec.run, "eval.json"), "w") as fh:
                     json.dump(evaluation(recs[os.path.normpath(ec.run)], ec), fh)
                 continue
             rec["metrics"] = metrics(rec)

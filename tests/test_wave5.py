@@ -22,6 +22,7 @@ import train
 from conftest import ROOT
 from studies import decisions, lengen, posenc, wave
 from test_wave2 import _lines as w2_lines, seed_of, steps, swing, train_args as train_step, val
+from test_wave2 import write_jobs as w2_write_jobs
 import test_waves
 
 W5 = wave.get("wave5")
@@ -505,39 +506,22 @@ def test_uniform_attention_reads_no_u_and_no_decay(T):
 # -----------------------------------------------------------------------------
 # 4. end to end: synthetic records of every job of the grid, analysed by analyze.py --confirm --wave 5
 
+def fixed_step_extension(ec, parent):
+    """extend.py's record of wave 5's extensions (a fixed number of steps, the factor 1 when none):
+    -> (lineage, config, model_config)."""
+    L = parent["model_config"]["block_size"]
+    lin = dict(parent=ec.run, parent_ckpt=ec.ckpt, method=ec.method, factor=ec.factor or 1.0,
+               original_len=L, block_size=L, iters=ec.iters, stage=1, stages=1, budget={"iters": ec.iters})
+    return lin, {**parent["config"], "model": {}}, parent["model_config"]
+
+
 def write_jobs(lines, metrics, evaluation):
-    """One record per step of every line, as its script writes it (train.py, extend.py with its lineage and
-    steps, evaluate.py -> eval.json or --out); rec["_root"] is the pretraining run's record."""
-    recs = {}
-    for line in lines:
-        for script, a in steps(line):
-            if script == "train.py":
-                cfg = train.parse_args(a)
-                mc = train.model_config(cfg, 512 if cfg.size.endswith("K") else 1024)
-                rec = dict(run_name=os.path.basename(cfg.out_dir), status="done", config=dataclasses.asdict(cfg),
-                           model_config=dataclasses.asdict(mc), params=dict(non_embedding=N_PARAMS.get(cfg.size, 50000)),
-                           tokens=cfg.tokens or cfg.iters * cfg.batch_size * mc.block_size, metrics={})
-                rec["_root"], out = rec, cfg.out_dir
-            elif script == "extend.py":
-                ec = extend.parse_args(a)
-                parent = recs[os.path.normpath(ec.run)]
-                L = parent["model_config"]["block_size"]
-                lin = dict(parent=ec.run, parent_ckpt=ec.ckpt, method=ec.method, factor=ec.factor or 1.0,
-                           original_len=L, block_size=L, iters=ec.iters, stage=1, stages=1, budget={"iters": ec.iters})
-                rec = dict(run_name=os.path.basename(ec.out_dir), status="done", config={**parent["config"], "model": {}},
-                           model_config=parent["model_config"], params=parent["params"], metrics={}, lineage=lin)
-                rec["_root"], out = parent, ec.out_dir
-            else:
-                ec = evaluate.parse_args(a)
-                with open(ec.out or os.path.join(ec.run, "eval.json"), "w") as fh:
-                    json.dump(evaluation(recs[os.path.normpath(ec.run)], ec), fh)
-                continue
-            rec["metrics"] = metrics(rec)
-            recs[os.path.normpath(out)] = rec
-            os.makedirs(out, exist_ok=True)
-            with open(os.path.join(out, "result.json"), "w") as fh:
-                json.dump({k: v for k, v in rec.items() if k != "_root"}, fh)
-    return recs
+    """test_wave2.write_jobs with wave 5's sizes (the K sizes on 512 tokens), parameter counts, token
+    counts and fixed-step extensions."""
+    fields = lambda cfg, mc: dict(params=dict(non_embedding=N_PARAMS.get(cfg.size, 50000)),
+                                  tokens=cfg.tokens or cfg.iters * cfg.batch_size * mc.block_size)
+    return w2_write_jobs(lines, metrics, evaluation, vocab=lambda cfg: 512 if cfg.size.endswith("K") else 1024,
+                         train_fields=fields, extension=fixed_step_extension)
 
 
 def qat_metrics(rep):
