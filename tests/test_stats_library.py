@@ -132,6 +132,11 @@ def kind(h):
     return None
 
 
+def hypotheses(docs, k):
+    """(where, hypothesis) of every stored hypothesis whose p rests on library check k (kind)."""
+    return ((where, h) for where, fam in families(docs) for h in fam["hypotheses"] if kind(h) == k)
+
+
 # ---- checks on the stored values: each returns (number of numbers compared, mismatches) ----
 
 def check_holm(docs):
@@ -161,57 +166,49 @@ def t_library(a):
 
 def check_t(docs):
     n, bad = 0, []
-    for where, fam in families(docs):
-        for h in fam["hypotheses"]:
-            if kind(h) != "t":
-                continue
-            a = flat(h["per_seed"])
-            lib = t_library(a)
-            if lib is None:  # stats.py's convention, not the library's: round-off contrasts p 1, equal ones no p
-                want = 1.0 if a.size > 1 and np.abs(a).max() < 1e-12 else None
-                n += 1
-                if h["p"] != want:
-                    bad.append(f"{where} {h['claim']}: sd 0, stored p {h['p']}, want {want}")
-                continue
-            p_scipy, p_sm, (lo, hi) = lib
+    for where, h in hypotheses(docs, "t"):
+        a = flat(h["per_seed"])
+        lib = t_library(a)
+        if lib is None:  # stats.py's convention, not the library's: round-off contrasts p 1, equal ones no p
+            want = 1.0 if a.size > 1 and np.abs(a).max() < 1e-12 else None
             n += 1
-            unread = h.get("not_read") and h["p"] is None  # a rung test below its minimum of seeds: no p, by rule
-            if not ((unread or (close(h["p"], p_scipy) and close(h["p"], p_sm)))
-                    and close(h["effect"], float(a.mean()), scale=hi - lo)
-                    and close(h["ci"][0], lo, scale=hi - lo) and close(h["ci"][1], hi, scale=hi - lo)):
-                bad.append(f"{where} {h['claim']}: stored p {h['p']} ci {h['ci']}, library p {p_scipy} / {p_sm} ci {lo, hi}")
+            if h["p"] != want:
+                bad.append(f"{where} {h['claim']}: sd 0, stored p {h['p']}, want {want}")
+            continue
+        p_scipy, p_sm, (lo, hi) = lib
+        n += 1
+        unread = h.get("not_read") and h["p"] is None  # a rung test below its minimum of seeds: no p, by rule
+        if not ((unread or (close(h["p"], p_scipy) and close(h["p"], p_sm)))
+                and close(h["effect"], float(a.mean()), scale=hi - lo)
+                and close(h["ci"][0], lo, scale=hi - lo) and close(h["ci"][1], hi, scale=hi - lo)):
+            bad.append(f"{where} {h['claim']}: stored p {h['p']} ci {h['ci']}, library p {p_scipy} / {p_sm} ci {lo, hi}")
     return n, bad
 
 
 def check_tost(docs):
     n, bad = 0, []
-    for where, fam in families(docs):
-        for h in fam["hypotheses"]:
-            if kind(h) != "tost":
-                continue
-            cs = {k: flat(v) for k, v in contrasts(h).items()}
-            ps = [DescrStatsW(a).ttost_mean(-h["margin"], h["margin"])[0] if t_library(a) else None for a in cs.values()]
-            want = None if any(p is None for p in ps) else max(ps)  # intersection-union: the largest TOST p
-            worst = max(cs, key=lambda k: abs(cs[k].mean()))
-            lo, hi = DescrStatsW(cs[worst]).tconfint_mean(0.10)  # the TOST's (1 - 2 alpha) interval
-            n += 1
-            ok = (h["p"] is None) if want is None else close(h["p"], want)
-            if not (ok and close(h["ci"][0], lo, scale=hi - lo) and close(h["ci"][1], hi, scale=hi - lo)
-                    and close(h["effect"], float(cs[worst].mean()), scale=hi - lo)):
-                bad.append(f"{where} {h['claim']}: stored p {h['p']} ci {h['ci']}, ttost_mean p {want} ci {lo, hi}")
+    for where, h in hypotheses(docs, "tost"):
+        cs = {k: flat(v) for k, v in contrasts(h).items()}
+        ps = [DescrStatsW(a).ttost_mean(-h["margin"], h["margin"])[0] if t_library(a) else None for a in cs.values()]
+        want = None if any(p is None for p in ps) else max(ps)  # intersection-union: the largest TOST p
+        worst = max(cs, key=lambda k: abs(cs[k].mean()))
+        lo, hi = DescrStatsW(cs[worst]).tconfint_mean(0.10)  # the TOST's (1 - 2 alpha) interval
+        n += 1
+        ok = (h["p"] is None) if want is None else close(h["p"], want)
+        if not (ok and close(h["ci"][0], lo, scale=hi - lo) and close(h["ci"][1], hi, scale=hi - lo)
+                and close(h["effect"], float(cs[worst].mean()), scale=hi - lo)):
+            bad.append(f"{where} {h['claim']}: stored p {h['p']} ci {h['ci']}, ttost_mean p {want} ci {lo, hi}")
     return n, bad
 
 
 def check_sign(docs):
     n, bad = 0, []
-    for where, fam in families(docs):
-        for h in fam["hypotheses"]:
-            if kind(h) == "sign":
-                a = flat(contrasts(h)[next(iter(contrasts(h)))])
-                want = scistats.binomtest(int((a > 0).sum()), a.size, 0.5).pvalue
-                n += 1
-                if not close(h["p"], want):
-                    bad.append(f"{where} {h['claim']}: stored p {h['p']}, binomtest {want}")
+    for where, h in hypotheses(docs, "sign"):
+        a = flat(contrasts(h)[next(iter(contrasts(h)))])
+        want = scistats.binomtest(int((a > 0).sum()), a.size, 0.5).pvalue
+        n += 1
+        if not close(h["p"], want):
+            bad.append(f"{where} {h['claim']}: stored p {h['p']}, binomtest {want}")
     return n, bad
 
 
