@@ -27,6 +27,8 @@ from collections import defaultdict
 
 from cli import UserError
 from studies.common import ci, f, hypothesis_status, table, verdict_words
+# studies.stats, decisions and rung (scipy: 1.8 s to import here) are imported inside the functions that decide:
+# sweep.sh and the tests call `seeds` and `grid` often, and those need the declaration only (0.3 s)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FOLDER = os.path.join(ROOT, "studies", "waves")
