@@ -73,11 +73,11 @@ def distinguishable(p):
 
 def holm(pvalues):
     """Holm's step-down adjustment within one family (Holm 1979): sort the m raw p's, p_(i) -> max over
-    j <= i of min(1, (m - j + 1) p_(j)), in the input order. None is kept and not counted in m; a NaN p (no
-    test possible) counts in m and stays NaN. Controls the family-wise error rate at the level, any dependence."""
-    idx = [i for i, p in enumerate(pvalues) if p is not None]
+    j <= i of min(1, (m - j + 1) p_(j)), in the input order. None (no test) is kept and not counted in m; so is
+    NaN, as the stored files hold it (null). Controls the family-wise error rate at the level, any dependence."""
+    idx = [i for i, p in enumerate(pvalues) if p is not None and not math.isnan(p)]
     m, out, run = len(idx), list(pvalues), 0.0
-    for rank, i in enumerate(sorted((i for i in idx if not math.isnan(pvalues[i])), key=lambda i: pvalues[i])):
+    for rank, i in enumerate(sorted(idx, key=lambda i: pvalues[i])):
         run = max(run, min(1.0, (m - rank) * pvalues[i]))
         out[i] = run
     return out

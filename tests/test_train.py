@@ -624,13 +624,16 @@ def _cli(monkeypatch, capsys):
     """train.main(argv) in this process, from cwd: (exit status, stderr). The interpreter start is the
     same for every case and costs seconds; test_bad_input_in_a_real_process checks it once."""
     def run(args, cwd):
+        import warnings
         monkeypatch.chdir(cwd)
         capsys.readouterr()
-        try:
-            code = train.main([*args, "--quiet"]) or 0
-        except SystemExit as e:
-            code = e.code
-        return code, capsys.readouterr().err.strip()
+        with warnings.catch_warnings(record=True) as caught:  # a process would print these on stderr too
+            warnings.simplefilter("always")
+            try:
+                code = train.main([*args, "--quiet"]) or 0
+            except SystemExit as e:
+                code = e.code
+        return code, "\n".join([capsys.readouterr().err.strip(), *(str(w.message) for w in caught)])
     return run
 
 

@@ -4,7 +4,6 @@ constants say), the decisions it adds (studies/decisions.py: every contrast in t
 lack of fit both ways, the seed's prediction-interval criterion), every outcome function it names on synthetic
 reports with planted effects (each shown to pass and to fail), and analyze.py --confirm --wave 5 end to end on
 synthetic records of every job of its grid, deciding every family. No model trains."""
-import dataclasses
 import json
 import math
 import os
