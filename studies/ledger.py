@@ -21,8 +21,10 @@ A claim's status:
   included), unless another part is already refuted;
 - untestable: no part can be tested at this scale or in this harness (the row says why);
 - not tested: testable here, but no part is in a confirmatory family yet (the row says what exists for it).
-A part's status from its tests (a superseded test is shown, with why, and left out): refuted if any is
-refuted; else pending while any is not run; else undecided if any is undecided; else confirmed (a part declared
+A part's status from its tests (a superseded test is shown, with why, and left out): untestable if every test's
+declared gate showed its measure has no range at this scale (cracks-9's sink: no sink forms); else, those left
+out, refuted if any is refuted; else pending while any is not run; else undecided if any is undecided; else
+confirmed (a part declared
 "at least k of its tests", as cracks-8's "several", is confirmed when k are, and refuted when so many are refuted
 that k cannot be). A claim's from its parts: refuted if any is; else pending; else undecided; else partial if
 a part has no test; else confirmed. A claim of a paper the seeds only cite (nope-1) is counted apart. The count
@@ -39,9 +41,10 @@ from studies.rung import across, verdict
 from studies.wave import find
 
 STATUSES = ("confirmed", "partial", "refuted", "undecided", "pending", "untestable", "not tested")
-TEST_STATUSES = ("confirmed", "refuted", "undecided", "pending")
+TEST_STATUSES = ("confirmed", "refuted", "undecided", "untestable", "pending")  # untestable: a gate showed no range
 NOT_TESTED = "not in a confirmatory family"  # how claims.py words a testable claim no family tests yet
-COLOURS = {"confirmed": "tab:green", "refuted": "tab:red", "undecided": "tab:grey", "pending": "tab:blue"}  # pending: no effect yet
+COLOURS = {"confirmed": "tab:green", "refuted": "tab:red", "undecided": "tab:grey", "untestable": "tab:olive",
+           "pending": "tab:blue"}  # pending: no effect yet
 LEDGER_BEGIN, LEDGER_END = "<!-- claims ledger -->", "<!-- /claims ledger -->"
 
 
@@ -86,6 +89,9 @@ def test_row(ref, fams):
 def part_status(part, tests):
     """A part's status from its tests' (superseded ones left out; the rule above)."""
     live = [t["status"] for t in tests if not t["superseded_by"]]
+    if live and all(s == "untestable" for s in live):  # every test's gate showed its measure has no range here
+        return "untestable"
+    live = [s for s in live if s != "untestable"]
     if not live:
         return "not tested" if (part.get("untested") or "").startswith(NOT_TESTED) else "untestable"
     k = part.get("at_least")
@@ -215,7 +221,7 @@ def test_counts(rows):
     test read both ways in two rows counts once, at its more cautious reading); superseded and beside tests
     apart, each counted once (a test that decides one row and is superseded in another counts as deciding)."""
     seen, superseded, beside = {}, set(), set()
-    order = {"pending": 0, "undecided": 1, "refuted": 2, "confirmed": 3}
+    order = {"pending": 0, "untestable": 1, "undecided": 2, "refuted": 3, "confirmed": 4}
     for r in (r for r in rows if not r.get("cited")):
         for p in r["parts"]:
             for t in p["tests"]:
@@ -256,7 +262,7 @@ def count_line(led):
             f"{c['refuted']} refuted, {c['undecided']} undecided, {c['pending']} pending (declared tests not run "
             f"yet), {c['untestable']} untestable here, {c['not tested']} not tested yet; behind them {t['n']} "
             f"distinct tests: {t['confirmed']} confirmed, {t['refuted']} refuted, {t['undecided']} undecided, "
-            f"{t['pending']} pending (declared, not run), and {t['superseded']} superseded and {t['beside']} beside "
+            f"{t['untestable']} untestable (a gate showed its measure has no range), {t['pending']} pending (declared, not run), and {t['superseded']} superseded and {t['beside']} beside "
             "(shown in their rows, out of the statuses)"
             + (f"; plus {len(led['cited'])} claim of a paper the seeds cite ({cited})" if cited else "") + ".**")
 

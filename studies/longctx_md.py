@@ -5,7 +5,7 @@ analysis.md section of the factorial, the extension-gain check and retrieval, fr
 import numpy as np
 
 from studies.common import ci, f, family_md, figures, no_data, table
-from studies.longctx import FEATURES, OUTCOMES
+from studies.longctx import FEATURES, GATE, OUTCOMES, cells16_summary
 
 
 def effects_table(o, digits):
@@ -50,6 +50,7 @@ def longctx_md(lc):
          f"brackets; init sd = pooled sd over seeds within a cell.", ""]
     L += gain_md(lc)
     L += retrieval_md(lc)
+    L += cells16_md(lc)
     L += family_md(lc.get("family"))
     if lc.get("empty_outcomes"):
         L += ["Not analysed, no value in any run of the main recipe: " + ", ".join(
@@ -195,32 +196,46 @@ def longctx_plots(rep):
     return [("longctx_outcome_vs_count.png", fig)]
 
 
+def cells16_rows(s):
+    """The per-cell table of cells16_summary: mean (sd over seeds) of y, exact match and the early extension's y."""
+    st = lambda m, sd: "-" if m is None else f"{m:+.2f} ({sd:.2f})" if sd is not None else f"{m:+.2f}"  # noqa: E731
+    return table(["cell", "roots learned", "answer log-likelihood (nats)", "exact match", "early extension's "
+                  "log-likelihood"], [[c["cell"], f"{c['learned']} of {c['n']}", st(c["mean"], c["sd"]),
+                                       st(c["exact"], c["exact_sd"]), st(c["early"], c["early_sd"])] for c in s["cells"]])
+
+
+def cells16_md(lc):
+    """The graded outcome per cell of the full factorial (wave 4), its range in init sds and the single costs."""
+    s = lc.get("cells16")
+    if not s:
+        return []
+    cost = ", ".join(f"{k} {v:+.2f}" for k, v in s["single_cost"].items())
+    return ([f"### The graded outcome per cell: the passkey answer's log-likelihood at the target (nats; main recipe)",
+             "", f"{s['learned']} of {s['n']} roots learned passkey in distribution (exact match >= {GATE} at their "
+             f"pretraining length). The cell means span {s['spread']:.2f} nats (best {s['best']}, worst {s['worst']}), "
+             f"{s['spread_sds']:.1f} init sds ({s['init_sd']:.2f}, {s['init_sd_dof']} dof): "
+             + ("the outcome has range here (more than 3 init sds)." if s["spread_sds"] > 3 else
+                "under 3 init sds: no range at this scale.") + f" Single costs, y(0000) minus the cell's: {cost}."
+             + (f" Exact match falls from {r['none']:.3f} (0000) to {r['all']:.3f} (1111): a relative drop of "
+                f"{100 * r['relative']:.0f}% [{100 * r['ci'][0]:.0f}%, {100 * r['ci'][1]:.0f}%] over {r['n']} seeds, beside the "
+                "seed's 'up to 47%' (HELMET at 32K)." if (r := s.get("relative_drop_exact")) and r.get("ci") else ""), ""]
+            + cells16_rows(s) + [""])
+
+
 def learnability_md(rep):
     """A learnability pilot (wave 4's): per cell of the factorial, the roots that learned passkey in distribution
     (exact match >= GATE at their pretraining length) and the outcomes at the target after the main extension,
     mean and sd over seeds: the answer log-likelihood (graded), exact match, and the early extension's; then the
     pilot's measured wall and its cost per job."""
-    from studies.longctx import GATE
     lc = rep.get("longctx") or {}
-    rows = [w for w in lc.get("runs", []) if w["recipe"] == lc.get("main_recipe") and not w.get("control")]
-    fin = [w for w in rows if w["ckpt"] == "final"]
-    seeds = sorted({w["seed"] for w in fin})
-    st = lambda v: (f"{np.mean(v):+.2f} ({np.std(v, ddof=1):.2f})" if len(v) > 1 else f(v[0], "+.2f")) if v else "-"
-    out = []
-    for c in sorted({w["cell"] for w in fin}):
-        ws = [w for w in fin if w["cell"] == c]
-        early = [w["answer_lp"] for w in rows if w["cell"] == c and w["ckpt"] != "final" and w.get("answer_lp") is not None]
-        out.append([c, f"{sum((w['id_exact'] or 0) >= GATE for w in ws)} of {len(ws)}",
-                    st([w["answer_lp"] for w in ws if w.get("answer_lp") is not None]),
-                    st([w["exact"] for w in ws if w.get("exact") is not None]), st(early)])
-    n_learn = sum((w["id_exact"] or 0) >= GATE for w in fin)
+    s = cells16_summary(lc.get("runs", []), lc.get("main_recipe"))
+    if not s:
+        return []
+    seeds = sorted({w["seed"] for w in lc["runs"]})
     wall = rep.get("wall") or {}
-    jobs = len(fin)
-    cost = (f" Its measured wall: {wall['text']}; {wall['seconds'] * (wall.get('jobs') or 1) / max(jobs, 1):.0f} "
-            f"core-seconds a job ({jobs} jobs)." if wall.get("seconds") else "")
+    cost = (f" Its measured wall: {wall['text']}; {wall['seconds'] * (wall.get('jobs') or 1) / max(s['n'], 1):.0f} "
+            f"core-seconds a job ({s['n']} jobs)." if wall.get("seconds") else "")
     return ([f"The learnability pilot (seeds {', '.join(map(str, seeds))}; exploratory, no confirmatory wave uses "
-             f"them): {n_learn} of {len(fin)} roots learned passkey in distribution (exact match >= {GATE} at their "
+             f"them): {s['learned']} of {s['n']} roots learned passkey in distribution (exact match >= {GATE} at their "
              f"pretraining length).{cost} Per cell (QK-norm, GQA, SWA, short context), mean (sd over seeds) at 512 "
-             f"after the main extension, and after extending the early checkpoint:", ""]
-            + table(["cell", "roots learned", "answer log-likelihood (nats)", "exact match", "early extension's "
-                     "log-likelihood"], out) + [""])
+             f"after the main extension, and after extending the early checkpoint:", ""] + cells16_rows(s) + [""])

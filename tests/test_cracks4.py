@@ -198,3 +198,6 @@ def test_the_wave_decides_end_to_end(tmp_path):
     fams = json.loads((out / "analysis.json").read_text())["confirmatory"]["families"]
     assert not fams["cracks4-sinks"]["gate"]["passed"] and fams["cracks4-compound"]["gate"]["passed"]
     assert all(x["not_read"].startswith("no sink forms") and not x["passed"] for x in fams["cracks4-sinks"]["hypotheses"])
+    # the extension extends, so the failed gate is the sink's measure: no range here, the sink part is untestable
+    assert fams["cracks4-sinks"]["gate"]["no_range"] and all(x["no_range"] for x in fams["cracks4-sinks"]["hypotheses"])
+    assert not any(x.get("no_range") for x in fams["cracks4-compound"]["hypotheses"])
