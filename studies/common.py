@@ -250,7 +250,7 @@ def hypothesis_status(h):
     if h is None:
         return "pending", "pending: not run yet"
     if h.get("not_read"):  # a failed gate: untestable where its measure was shown to have no range at this scale
-        return "untestable" if h.get("no_range") else "undecided", f"not read: {h['not_read']}"
+        return "untestable" if h.get("untestable") else "undecided", f"not read: {h['not_read']}"
     if h.get("rule"):  # decided by the seed's own rule, not by a p (studies/decisions.py: the prediction intervals)
         st = "confirmed" if h["rule"].get("passed") else "refuted" if h["rule"].get("refuted") else "undecided"
         return st, h["rule"].get("words") or st

@@ -711,7 +711,8 @@ def cells16_summary(rows, main, key="answer_lp"):
     cell the seeds, the roots that learned passkey in distribution, y's mean and sd over seeds, exact match and the
     early extension's y (the main recipe's extensions); the spread of the cell means against the init sd (pooled
     within-cell sd over seeds: the outcome has range when the spread exceeds 3 of them); and each single feature's
-    mean cost, y(0000) minus y(its cell); and the relative drop of exact match from 0000 to 1111 beside the seed's
+    mean cost, y(0000) minus y(its cell); the main effects and, inside each pretraining context, the slope of the
+    cell means on the count of the three architectural features; and the relative drop of exact match from 0000 to 1111 beside the seed's
     'up to 47%' (the paired t interval of the per-seed difference over 0000's mean exact match)."""
     use = [w for w in rows if w["recipe"] == main and w.get(key) is not None and not (w.get("control") or w.get("training_free"))]
     fin = [w for w in use if w["ckpt"] == "final"]
@@ -730,6 +731,11 @@ def cells16_summary(rows, main, key="answer_lp"):
     init_sd = math.sqrt(sum((c["n"] - 1) * c["sd"] ** 2 for c in cells if c["sd"] is not None) / dof) if dof else None
     means = {c["cell"]: c["mean"] for c in cells}
     spread = max(means.values()) - min(means.values())
+    main = {x: float(np.mean([m for c, m in means.items() if c[i] == "1"]) - np.mean([m for c, m in means.items() if c[i] == "0"]))
+            for i, x in enumerate(FEATURES)}  # the balanced factorial's main effects (the count slope is their mean)
+    # inside each pretraining context, the slope of the cell means on the count of the three architectural features
+    within = {ctx: float(np.polyfit([c[:3].count("1") for c in CELLS if c[3] == s],
+                                    [means[c] for c in CELLS if c[3] == s], 1)[0]) for ctx, s in (("long", "0"), ("short", "1"))}
     ex = {(str(w["seed"]), w["cell"]): w.get("exact") for w in fin if w["cell"] in ("0000", "1111")}
     d = paired_hypothesis("exact(1111) - exact(0000)", {s: ex[s, "1111"] - ex[s, "0000"] for s, c in ex
                                                          if c == "0000" and ex.get((s, "1111")) is not None and ex[s, c] is not None})
@@ -741,7 +747,7 @@ def cells16_summary(rows, main, key="answer_lp"):
             "spread_sds": spread / init_sd if init_sd else None, "best": max(means, key=means.get),
             "worst": min(means, key=means.get), "learned": sum(c["learned"] for c in cells), "n": len(fin),
             "single_cost": {FEATURES[i]: means["0000"] - means["0000"[:i] + "1" + "0000"[i + 1:]] for i in range(4)},
-            "relative_drop_exact": rel}
+            "main_effect": main, "slope_within_context": within, "relative_drop_exact": rel}
 
 
 def dropped16(rep, key="answer_lp"):  # seeds with some but not all 16 cells (the failure rule: dropped, named)
@@ -835,8 +841,12 @@ def sink_gate16(rep):
     a = np.array(list(per.values()))
     p = float(st.ttest_1samp(a, 0, alternative="greater").pvalue) if a.size >= 2 and a.std() > 0 else None
     passed = bool(ext["passed"] and p is not None and p < 0.05)
-    # no_range: the extension works but no sink forms, so the declaration reads the sink part as untestable at this
-    # scale (shown by this measure), not as undecided
+    # untestable: the extension works and the measure shows no sink (the one-sided 95% upper bound of ratio - 1 is
+    # at most 0), so the declaration reads the sink part as untestable at this scale, shown by the measure; a gate
+    # that merely fails to show a sink leaves the family undecided
+    upper = float(a.mean() + st.t.ppf(0.95, a.size - 1) * a.std(ddof=1) / np.sqrt(a.size)) if a.size >= 2 else None
     return {"test": "the extension extends, and one-sided t over seeds that the no-QK-norm roots' first-token weight "
             "exceeds uniform attention's (ratio - 1)", "n": int(a.size), "effect": float(a.mean()) if a.size else None,
-            "p": p, "passed": passed, "no_range": bool(ext["passed"]) and not passed, "per_seed": per, "extends": ext}
+            "p": p, "upper": upper, "passed": passed,
+            "untestable": bool(ext["passed"] and not passed and upper is not None and upper <= 0), "per_seed": per,
+            "extends": ext}

@@ -216,6 +216,11 @@ def cells16_md(lc):
              f"{s['spread_sds']:.1f} init sds ({s['init_sd']:.2f}, {s['init_sd_dof']} dof): "
              + ("the outcome has range here (more than 3 init sds)." if s["spread_sds"] > 3 else
                 "under 3 init sds: no range at this scale.") + f" Single costs, y(0000) minus the cell's: {cost}."
+             + (" Main effects (the cells with the feature minus those without; the count slope is their mean): "
+                + ", ".join(f"{k} {v:+.2f}" for k, v in s["main_effect"].items()) + ". Inside each pretraining "
+                "context, the slope of the cell means on the count of QK-norm, GQA and SWA: "
+                + ", ".join(f"{k} {v:+.2f}" for k, v in s["slope_within_context"].items()) + " nats a feature."
+                if s.get("main_effect") else "")
              + (f" Exact match falls from {r['none']:.3f} (0000) to {r['all']:.3f} (1111): a relative drop of "
                 f"{100 * r['relative']:.0f}% [{100 * r['ci'][0]:.0f}%, {100 * r['ci'][1]:.0f}%] over {r['n']} seeds, beside the "
                 "seed's 'up to 47%' (HELMET at 32K)." if (r := s.get("relative_drop_exact")) and r.get("ci") else ""), ""]

@@ -241,9 +241,9 @@ def decide(w, name, rep):
     if decl.get("gate_fn"):
         fam["gate"] = call(decl["gate_fn"], rep)
         if not fam["gate"]["passed"]:
-            for h in fam["hypotheses"]:  # no_range: the gate's measure has no range here (the claim is untestable)
+            for h in fam["hypotheses"]:  # untestable: the gate's measure has no range here (the claim is untestable)
                 h.update(passed=False, opposite=False, not_read=decl["gate_failed"],
-                         **({"no_range": True} if fam["gate"].get("no_range") else {}))
+                         **({"untestable": True} if fam["gate"].get("untestable") else {}))
     return fam
 
 
@@ -269,7 +269,7 @@ def redecide(w, fam):
     out = in_declared_direction(decide_family(below_minimum(w, fam.get("family"), hs)))
     if fam.get("gate") and not fam["gate"]["passed"]:
         for h in out["hypotheses"]:
-            h.update(passed=False, opposite=False, **({"no_range": True} if fam["gate"].get("no_range") else {}))
+            h.update(passed=False, opposite=False, **({"untestable": True} if fam["gate"].get("untestable") else {}))
     return out
 
 

@@ -331,7 +331,9 @@ def test_longctx_end_to_end_on_the_tiny_grid(tmp_path):
     assert analyze.main([str(out / "longctx")]) == 0
     lc = json.loads((out / "longctx" / "analysis.json").read_text())["longctx"]
     assert set(lc) == {"contexts", "short_block", "extensions", "main_recipe", "recipes", "runs", "outcomes",
-                       "gain", "flagged_recipes", "sinks", "retrieval", "empty_outcomes", "constant_outcomes", "family"}
+                       "gain", "flagged_recipes", "sinks", "retrieval", "empty_outcomes", "constant_outcomes", "family",
+                       "cells16"}
+    assert lc["cells16"] is None or {c["cell"] for c in lc["cells16"]["cells"]} == {f"{i:04b}" for i in range(16)}
     rt = lc["retrieval"]  # gated per run: 46 of 48 pass, every cell keeps >= 2, so an outcome of the factorial
     assert rt["usable"] and rt["n_learned"] == 16 and (rt["n_pass"], rt["n_runs"]) == (46, 48)
     assert rt["samples_per_run"] == [130] and sorted(c["n_pass"] for c in rt["cells"]) == [2, 2] + [3] * 14

@@ -180,6 +180,14 @@ def test_the_wave_decides_end_to_end(tmp_path):
     assert h["cracks4-sinks", "qk_sink"]["passed"] and h["cracks4-attention", "qk_entropy"]["passed"]
     assert fams["cracks4-sinks"]["gate"]["effect"] == pytest.approx(1.0, abs=0.05)  # sinks form: twice uniform
     assert h["cracks4-early", "early_rank"]["effect"] == pytest.approx(1 - W4["constants"]["r_bound"], abs=0.05)
+    # the cell summary: y = -2 - 2m x count - 3m x (count >= 3): each single feature costs 2m; a main effect is
+    # -2m - 3m x (4/8 - 1/8) (4 of the 8 cells with a feature hold >= 3, 1 of the 8 without); exact 0.8 -> 0.4
+    s = rep["longctx"]["cells16"]
+    assert all(v == pytest.approx(2 * m, rel=0.1) for v in s["single_cost"].values())
+    assert all(v == pytest.approx(-(2 + 9 / 8) * m, rel=0.1) for v in s["main_effect"].values())
+    assert (s["best"], s["worst"], s["learned"], s["n"]) == ("0000", "1111", 16 * len(SEEDS), 16 * len(SEEDS))
+    assert s["spread"] == pytest.approx(11 * m, rel=0.05) and s["spread_sds"] > 3
+    assert s["relative_drop_exact"]["relative"] == pytest.approx(0.5)
     # Llama 3's cell (GQA alone: 1 feature) against cells without GQA: QK-norm and SWA cost as much, so the
     # no-feature cell is better by one feature's cost (2m) and the one-feature cells tie with it: a tie inside +-m
     # is negligible, refuted (no effect of interest), not merely not passed
@@ -199,5 +207,5 @@ def test_the_wave_decides_end_to_end(tmp_path):
     assert not fams["cracks4-sinks"]["gate"]["passed"] and fams["cracks4-compound"]["gate"]["passed"]
     assert all(x["not_read"].startswith("no sink forms") and not x["passed"] for x in fams["cracks4-sinks"]["hypotheses"])
     # the extension extends, so the failed gate is the sink's measure: no range here, the sink part is untestable
-    assert fams["cracks4-sinks"]["gate"]["no_range"] and all(x["no_range"] for x in fams["cracks4-sinks"]["hypotheses"])
-    assert not any(x.get("no_range") for x in fams["cracks4-compound"]["hypotheses"])
+    assert fams["cracks4-sinks"]["gate"]["untestable"] and all(x["untestable"] for x in fams["cracks4-sinks"]["hypotheses"])
+    assert not any(x.get("untestable") for x in fams["cracks4-compound"]["hypotheses"])

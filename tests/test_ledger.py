@@ -82,7 +82,7 @@ def test_statuses_follow_the_decided_hypotheses():
     assert ledger.hypothesis_status(h(margin=0.01))[0] == "refuted"  # interval wholly outside +-0.01
     assert ledger.hypothesis_status(h(margin=0.2))[0] == "undecided"  # not shown, not excluded
     assert ledger.hypothesis_status(h(not_read="gate"))[0] == "undecided"
-    assert ledger.hypothesis_status(h(not_read="no sink", no_range=True))[0] == "untestable"  # a gate showed no range
+    assert ledger.hypothesis_status(h(not_read="no sink", untestable=True))[0] == "untestable"  # a gate showed no range
     assert ledger.hypothesis_status(h(negligible=True, sesoi=0.2))[0] == "refuted"  # inside +-sesoi: no effect
     assert ledger.hypothesis_status(h(passed=True, margin=0.2))[1].startswith("equivalent")
     rule = lambda **k: h(p=None, rule={"passed": False, "refuted": False, "words": "w", **k})  # noqa: E731 (the seed's PI rule)
@@ -117,7 +117,7 @@ def test_statuses_follow_the_decided_hypotheses():
     fams[(1, "qat")]["hypotheses"].append({"id": "bad2", **h(opposite=True)})
     assert st(part([ok, bad, (1, "qat", "bad2")], at_least=2)) == "refuted"
     # a part whose every test's gate showed no range is untestable (cracks-9's sink): beside a confirmed part, partial
-    fams[(1, "qat")]["hypotheses"].append({"id": "flat", **h(not_read="no sink forms", no_range=True)})
+    fams[(1, "qat")]["hypotheses"].append({"id": "flat", **h(not_read="no sink forms", untestable=True)})
     flat = (1, "qat", "flat")
     assert st(part([flat])) == "untestable" and st(part([ok]), part([flat])) == "partial"
     assert st(part([flat, ok])) == "confirmed"  # a no-range test beside a decided one: the decided one reads
