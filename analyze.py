@@ -198,6 +198,22 @@ def plan_basis(w, folder, study, report=None):
     return report
 
 
+def store_plan(w, study, conf, out):
+    """Each hypothesis of a published wave keeps its plan (`planned`: wave.plan_record), made on the wave's pilot
+    stored beside the publication (RESULTS/STUDY/<pilot>), so the ledger can give the power its seeds bought; a
+    wave without a pilot there (an unpublished analysis, a wave planned on stored runs) keeps none."""
+    pilot = w["runs"][study].get("pilot")
+    folder = os.path.dirname(os.path.normpath(out))
+    if w["layout"] == "family" or not pilot or not os.path.isfile(os.path.join(folder, pilot, "analysis.json")):
+        return
+    basis = plan_basis(w, folder, study)
+    planned = wave.plan_record(w, study, basis) if basis else {}
+    for name, fam in (conf.get("families") or {}).items():
+        for h in fam["hypotheses"]:
+            if (planned.get(name) or {}).get(h["id"]):
+                h["planned"] = planned[name][h["id"]]
+
+
 def read_analysis(folder, flag):
     """DIR/analysis.json as a dict, or None after a one-line warning naming the flag."""
     try:
@@ -468,9 +484,10 @@ def main(argv=None):
         rep, lines, figs = analyse(runs, args)
         if args.confirm:  # the wave's declared families on these (fresh-seed, one-machine) runs, ahead of the rest
             w = wave.get(args.wave)
-            rep["confirmatory"], md = wave.confirmatory(w, confirm_study(args.folders[0], args.study, w), rep, runs,
-                                                        args.folders)
+            name = confirm_study(args.folders[0], args.study, w)
+            rep["confirmatory"], md = wave.confirmatory(w, name, rep, runs, args.folders)
             lines[2:2] = md
+            store_plan(w, name, rep["confirmatory"], args.out or args.folders[0])
         elif any(os.path.isfile(os.path.join(d, "wall.json")) for d in args.folders):  # a pilot (tools/run_lines.sh)
             rep["wall"] = wave.confirm_wall(args.folders)
     except UserError as e:

@@ -82,7 +82,7 @@ def test_row(ref, fams):
             "p_holm": (h or {}).get("p_holm"), "margin": (h or {}).get("margin"), "sesoi": (h or {}).get("sesoi"),
             "source": src if (h or {}).get("margin") is not None or (h or {}).get("sesoi") is not None else None,
             "declared": (h or {}).get("declared"), "sd": (h or {}).get("sd"), "mde": (h or {}).get("mde"),
-            "rests_on": ref.get("rests_on"), "superseded_by": [list(x) for x in ref.get("superseded_by") or ()],
+            "planned": (h or {}).get("planned"), "rests_on": ref.get("rests_on"), "superseded_by": [list(x) for x in ref.get("superseded_by") or ()],
             "why": ref.get("why")}
 
 
@@ -369,6 +369,11 @@ def test_cell(t):
     for k in ("margin", "sesoi"):
         if t.get(k) is not None:
             s += f"; {k} +-{f(t[k], '.3g')} ({t['source'] or 'no source declared'})"
+    if t.get("planned"):  # the power the wave's seeds bought, planned on its pilot before the runs
+        pl = t["planned"]
+        s += (f"; planned at {pl['seeds']} seeds: power {f(pl['power'], '.2f')} "
+              + (f"at the margin" if t.get("margin") is not None else f"at the target {f(pl['target'], '+.3g')}")
+              + (f", {f(pl['sesoi_power'], '.2f')} to refute at +-{f(pl['sesoi'], '.3g')}" if pl.get("sesoi_power") is not None else ""))
     if t["superseded_by"]:
         s = (f"~~{s}~~ superseded by " + ", ".join(f"w{w} {fa}/{i}" for w, fa, i in t["superseded_by"])
              + f": {t['why']}")
@@ -399,7 +404,8 @@ JSON_KEYS = (
     "and `rows`, one per claim: `id`, `paper`, `quote`, `tiny`, `status`, `untestable`, `prior_work`, `cited`, "
     "`paraphrase`, `pending_tests`, `parts` (each: label, words, untested, stand_in, at_least, status, tests), "
     "`beside` (tests shown, not deciding, each with why), `tests` (every test of its parts once; each: wave, family, "
-    "id, status, words, effect, ci, n, p_holm, margin, sesoi, source, declared, sd, mde, rests_on, superseded_by, "
+    "id, status, words, effect, ci, n, p_holm, margin, sesoi, source, declared, sd, mde, planned (a published wave's "
+    "plan on its pilot: seeds, target, power, seeds_needed, sesoi, sesoi_power, sesoi_seeds_needed), rests_on, superseded_by, "
     "why) and `rung`: the larger rung's `status` (null when the claim has no rung test, with `why`), "
     "its `verdict` across sizes (holds, weakens, flips, pending), `not_rerun` (tiny tests without a rung test) and "
     "`tests`, each rung test with `tiny` (the [wave, family, id] it reruns), `superseded` (its tiny test is), `family`, `id`, `size`, `status`, "

@@ -83,6 +83,17 @@ def holm(pvalues):
     return out
 
 
+def t_power(sd, n, effect, level=BETTER_LEVEL):
+    """The exact power of a two-sided paired t test on n seeds (n - 1 dof) at this level for a true mean paired
+    difference `effect`, given the sd of the differences: P(|T| > t_{1-level/2}) under the noncentral t with
+    noncentrality effect sqrt(n) / sd. None below 2 seeds or without an sd."""
+    if n < 2 or sd is None or not sd > 0 or effect is None:
+        return None
+    dof, crit, nc = n - 1, scistats.t.ppf(1 - level / 2, n - 1), abs(effect) * math.sqrt(n) / sd
+    # the far tail's cdf underflows to nan at large noncentrality: it is 0 there
+    return float(scistats.nct.sf(crit, dof, nc) + np.nan_to_num(scistats.nct.cdf(-crit, dof, nc)))
+
+
 def min_detectable_effect(sd, n, level=BETTER_LEVEL, power=0.8):
     """The smallest mean paired difference a two-sided paired t test on n seeds (n - 1 dof) detects
     with this power at this level, given the sd of the differences: the d at which the exact power
@@ -91,9 +102,7 @@ def min_detectable_effect(sd, n, level=BETTER_LEVEL, power=0.8):
     if n < 2 or sd is None or not sd > 0:
         return None
     from scipy.optimize import brentq
-    dof, crit = n - 1, scistats.t.ppf(1 - level / 2, n - 1)
-    # the far tail's cdf underflows to nan at large noncentrality: it is 0 there
-    achieved = lambda nc: scistats.nct.sf(crit, dof, nc) + np.nan_to_num(scistats.nct.cdf(-crit, dof, nc)) - power
+    achieved = lambda nc: t_power(sd, n, nc * sd / math.sqrt(n), level) - power  # noqa: E731 (nc: the noncentrality)
     # few dof at a strict level (a 1-dof coefficient test at 0.05 / 24: t_crit ~ 300) need a far larger
     # noncentrality than 100: widen the bracket; past 1e6, no effect is detectable (inf)
     import warnings

@@ -264,7 +264,7 @@ def redecide(w, fam):
                  {"claim": h["claim"], "n": 0, "effect": None, "sd": None, "ci": None, "p": None, "margin": h["margin"]})
         else:
             x = sign_test(w, paired_hypothesis(h["claim"], per, h["test"]), per)
-        hs.append({**x, **{k: h[k] for k in ("id", "declared", "sesoi") if k in h}})
+        hs.append({**x, **{k: h[k] for k in ("id", "declared", "sesoi", "planned") if k in h}})
     from studies.rung import below_minimum
     out = in_declared_direction(decide_family(below_minimum(w, fam.get("family"), hs)))
     if fam.get("gate") and not fam["gate"]["passed"]:
@@ -399,6 +399,25 @@ def plan(w, study, basis):
                 dict(p, rows=[plan_both(h, d, p["level"], len(w["families"][k].get("seeds") or ()) or n)
                               for h, d in zip(fam["hypotheses"], w["families"][k]["hypotheses"])])
                 for k, (fam, p) in fams.items()}}
+
+
+def plan_record(w, study, basis):
+    """The plan as data, for analysis.json: {family: {id: planned}} at the seeds the wave runs, each planned
+    {seeds, target, power (a difference: the paired t's power at its target, on the sd's 80% upper bound; a claimed
+    null: TOST's power at its margin), seeds_needed, sesoi, sesoi_power (to refute: a 95% interval inside +-sesoi
+    when the true effect is 0), sesoi_seeds_needed}; the ledger gives it beside each test."""
+    from studies.stats import t_power
+    p, out = plan(w, study, basis), {}
+    for name, pl in p["families"].items():
+        out[name] = {}
+        for d, r, a in zip(w["families"][name]["hypotheses"], pl["rows"], p["at_seeds"][name]["rows"]):
+            power = (a["detectable"] if a.get("detectable_is") else
+                     t_power(a["sd_plan"], a["planned_seeds"], a["target"], p["families"][name]["level"])
+                     if a["kind"] == "paired t" else None)
+            out[name][d["id"]] = {"seeds": a["planned_seeds"], "target": a["target"], "power": power,
+                                  "seeds_needed": r["seeds_needed"], "sesoi": r.get("sesoi"),
+                                  "sesoi_power": a.get("sesoi_power"), "sesoi_seeds_needed": r.get("sesoi_seeds_needed")}
+    return out
 
 
 def plan_both(h, d, level, seeds=None, power=0.8):

@@ -359,3 +359,14 @@ def test_ledger_mode_writes_only_with_markers(tmp_path):
     assert json.loads((tmp_path / "results" / "ledger.json").read_text())["n"] == sum(not c.get("cited") for c in claims.CLAIMS)
     (tmp_path / "README.md").write_text("no markers\n")
     assert analyze.main(["--ledger", str(tmp_path / "README.md")]) == 2
+
+
+def test_a_published_wave_gives_the_power_its_seeds_bought():
+    # wave 4 was planned on its pilot: each of its tests in the ledger carries that plan, and its cell says it
+    w4 = [t for r in LED["rows"] for t in r["tests"] if t["wave"] == 4]
+    assert w4 and all(t["planned"] and t["planned"]["seeds"] == 7 for t in w4)
+    cell = ledger.test_cell(next(t for t in w4 if t["id"] == "compound"))
+    assert re.search(r"planned at 7 seeds: power \d\.\d\d at the target [+-][\d.]+, \d\.\d\d to refute at \+-", cell)
+    eq = ledger.test_cell(next(t for t in w4 if t["id"] == "short_loss"))
+    assert "power 1.00 at the margin" in eq
+    assert "planned" not in ledger.test_cell({**w4[0], "planned": None})

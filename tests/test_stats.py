@@ -560,3 +560,14 @@ def test_power_plan_plans_equivalence_and_f_tests():
     assert r["detectable"] == pytest.approx(stats.rm_anova_mde(ms, 3, 3, 0.025))
     n = r["seeds_needed"]
     assert stats.rm_anova_mde(ms, n, 3, 0.025) <= 0.02 < stats.rm_anova_mde(ms, n - 1, 3, 0.025)
+
+
+def test_t_power_is_what_min_detectable_effect_solves_for_and_matches_statsmodels():
+    from statsmodels.stats.power import TTestPower
+    d = stats.min_detectable_effect(1.0, 7, 0.05 / 3)
+    assert stats.t_power(1.0, 7, d, 0.05 / 3) == pytest.approx(0.8, abs=1e-6)
+    assert stats.t_power(1.0, 7, 0.0, 0.05) == pytest.approx(0.05, abs=1e-9)  # no effect: the test's level
+    for sd, n, eff, level in ((2.0, 7, 1.5, 0.05), (0.5, 12, -0.3, 0.01)):
+        ref = TTestPower().power(effect_size=abs(eff) / sd, nobs=n, alpha=level, alternative="two-sided")
+        assert stats.t_power(sd, n, eff, level) == pytest.approx(ref, abs=1e-6)
+    assert stats.t_power(1.0, 1, 1.0) is None and stats.t_power(None, 7, 1.0) is None
