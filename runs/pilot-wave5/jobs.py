@@ -28,7 +28,9 @@ sys.path.insert(0, ROOT)
 from studies import wave  # noqa: E402
 
 D = "runs/pilot-wave5"
-W = wave.get("wave5")
+# the declaration as committed before the pilots (studies/waves/wave5.toml as of commit ba006ce, copied): the
+# amendment the pilots fixed changes the wave's lines, never what the pilot ran
+W = wave.load(os.path.join(ROOT, D, "wave5.declared.toml"))
 
 
 def lines(study, seeds, block, keep=lambda ln: True):
@@ -121,8 +123,10 @@ def decide():
               for p in glob.glob(f"{D}/posenc/0.1M_chunk_passkey_ctx128_s*_i{steps}/eval.json")]
         if ex:
             n = sum((x or 0) >= 0.9 for x in ex)
+            # two misses settle it: 9 of 10 is out of reach, so the sitting was stopped there (curtailed)
             print(f"P5 at {steps} steps: {n} of {len(ex)} full models >= 0.9 at 128: "
-                  + ("adopt" if n >= 9 and len(ex) == 10 else "not adopted" if len(ex) == 10 else "pending"))
+                  + ("adopt" if n >= 9 and len(ex) == 10 else "not adopted" if len(ex) == 10 or len(ex) - n >= 2
+                     else "pending") + (" (curtailed after two misses)" if len(ex) < 10 and len(ex) - n >= 2 else ""))
 
 
 if __name__ == "__main__":
