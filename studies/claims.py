@@ -156,8 +156,10 @@ _LG_RICHER = [
     _t(5, "lg-bounds", "richer", rests_on=TASK_ORDER),
 ]
 
-_CHUNK_WHY = ("wave 2's 600-step recipe learned passkey in 6 of 10 roots, leaving 6 seeds; wave 5 reruns the same test "
-              "on a recipe whose full model learns it in at least 9 of 10 pilot roots, with a graded outcome beside")
+_CHUNK_WHY = ("wave 2's 600-step recipe learned passkey in 6 of 10 roots, leaving 6 seeds; wave 5 declared a rerun on a "
+              "recipe whose full model learns it in at least 9 of 10 pilot roots, and its pilot struck it: no recipe "
+              "within the budget learned in 9 of 10 (1200 steps: 2 of the first 4 roots; 1800: 0 of the first 2; "
+              "each stopped once 9 of 10 was out of reach), so the row stays on this test, undecided for that reason")
 _CHUNK_EXTRAP = [(1, "posenc", "chunk_text"), (1, "posenc", "chunk_passkey")]
 _SWAN = [(1, "posenc", "swan_text"), (1, "posenc", "swan_passkey"), (2, "swan", "swan_tasks")]
 
@@ -170,11 +172,14 @@ _HOPE_TEXT = (2, "hope", "hope_text")
 _HOPE_PASSKEY = _sup((2, "hope", "hope_passkey"), [(5, "hope", "passkey_rank")], "exact match near its floor past 128 "
                      "for both encodings (HoPE - RoPE +0.035): it could not show a difference of interest; wave 5 "
                      "grades retrieval by the rank credit")
-_HOPE_TASKS = _sup((2, "hope", "hope_tasks"), [(5, "hope", "tasks_graded")], "exact match near its floor past N for "
-                   "both encodings (HoPE - RoPE -0.0026): it could not show a difference of interest; wave 5 reads "
-                   "answer-token accuracy")
-_HOPE_RANK, _HOPE_GRADED = (5, "hope", "passkey_rank"), (5, "hope", "tasks_graded")
-_HOPE_EXTRAP = [_HOPE_TEXT, _HOPE_PASSKEY, _HOPE_TASKS, _HOPE_RANK, _HOPE_GRADED]
+_HOPE_RANK = (5, "hope", "passkey_rank")
+_HOPE_EXTRAP = [_HOPE_TEXT, _HOPE_PASSKEY, _HOPE_RANK]
+# wave 2's tasks test, beside the extrapolation rows: its exact match sat at the floor, and wave 5's graded twin was
+# struck by its pilot, so by wave 5's declaration (pilot_p3) the rows rest on the rank credit and wave 2's text
+_HOPE_TASKS_BESIDE = {"test": (2, "hope", "hope_tasks"), "why": (
+    "exact match near its floor past N for both encodings (HoPE - RoPE -0.0026); wave 5's graded twin on the tasks "
+    "(answer-token accuracy) was struck by its pilot (P3: sort's token accuracy past 16 sat below its floor), so, as "
+    "wave 5 declared, the extrapolation part rests on the passkey rank credit and wave 2's text loss")}
 
 _C4 = "cracks4-compound"
 _CRACKS_W12 = ("ten cells (<= 1 or >= 3 features) confound 'three or more' with the short context (4 of 5 such cells "
@@ -351,21 +356,20 @@ CLAIMS = [
          "we demonstrate that a combination of three design principles is critical: (1) an expressive, non-linear "
          "Chunk Encoder with a dedicated CLS token to produce representations for retrieval",
          "Passkey trained at 128: the chunk model with a linear chunk encoder without CLS scores a lower exact "
-         "match, and a lower answer log-probability, at 256, 512, 1024 than the full chunk model (wave 5, on a "
-         "recipe the full model learns). Each principle is removed alone; 'to produce representations for "
-         "retrieval' is what the encoder is built for.",
-         tests=[_sup((2, "chunk", "chunk_linear"), [(5, "chunk", "chunk_linear"), (5, "chunk-graded", "linear_logprob")],
-                     _CHUNK_WHY), (5, "chunk", "chunk_linear"), (5, "chunk-graded", "linear_logprob")],
+         "match at 256, 512, 1024 than the full chunk model (wave 2). Wave 5's rerun on a recipe the full model "
+         "learns was struck by its pilot: none within the budget learned in 9 of 10 roots. Each principle is removed "
+         "alone; 'to produce "
+         "representations for retrieval' is what the encoder is built for.",
+         tests=[_t(2, "chunk", "chunk_linear", why=_CHUNK_WHY)],
          stand_in="passkey at 8x (128 to 1,024) for RULER and BABILong at 8,000x"),
     _row("chunk-2", "chunk",
          "(2) a Bypassing Residual Path to stably integrate retrieved global information without it being "
          "overridden by the local residual stream",
          "Passkey trained at 128: the chunk model without the bypassing residual path (retrieval fused into the "
-         "residual stream) scores a lower exact match, and a lower answer log-probability, at 256-1024 than the "
-         "full chunk model (wave 5). The mechanism (the retrieved information overridden) is not measured.",
+         "residual stream) scores a lower exact match at 256-1024 than the full chunk model (wave 2; wave 5's rerun "
+         "was struck by its pilot, as chunk-1). The mechanism (the retrieved information overridden) is not measured.",
          [_p("the bypass is critical", "(2) a Bypassing Residual Path",
-             [_sup((2, "chunk", "chunk_fused"), [(5, "chunk", "chunk_fused"), (5, "chunk-graded", "fused_logprob")],
-                   _CHUNK_WHY), (5, "chunk", "chunk_fused"), (5, "chunk-graded", "fused_logprob")],
+             [_t(2, "chunk", "chunk_fused", why=_CHUNK_WHY)],
              stand_in="passkey at 8x for RULER and BABILong at 8,000x"),
           _p("its mechanism", "to stably integrate retrieved global information without it being overridden by the "
              "local residual stream",
@@ -373,11 +377,10 @@ CLAIMS = [
     _row("chunk-3", "chunk",
          "(3) enforced selection sparsity during pre-training to bridge the train-test distribution gap",
          "Passkey trained at 128: the chunk model trained with dense retrieval (no enforced selection sparsity) "
-         "scores a lower exact match, and a lower answer log-probability, at 256-1024 than the full chunk model "
-         "(wave 5). The train-test distribution gap it bridges is not measured.",
+         "scores a lower exact match at 256-1024 than the full chunk model (wave 2; wave 5's rerun was struck by its "
+         "pilot, as chunk-1). The train-test distribution gap it bridges is not measured.",
          [_p("sparse selection in training is critical", "(3) enforced selection sparsity during pre-training",
-             [_sup((2, "chunk", "chunk_dense"), [(5, "chunk", "chunk_dense"), (5, "chunk-graded", "dense_logprob")],
-                   _CHUNK_WHY), (5, "chunk", "chunk_dense"), (5, "chunk-graded", "dense_logprob")],
+             [_t(2, "chunk", "chunk_dense", why=_CHUNK_WHY)],
              stand_in="passkey at 8x for RULER and BABILong at 8,000x"),
           _p("its mechanism", "to bridge the train-test distribution gap",
              untested="no measure here of the train-test distribution gap the sparsity is said to bridge")]),
@@ -487,13 +490,13 @@ CLAIMS = [
     _row("hope-3", "hope",
          "which are also the key factor limiting RoPE's expressiveness and extrapolation",
          "Only through the intervention: HoPE, which leaves those components unrotated, extrapolates better than "
-         "RoPE: lower text loss at 256-1024 (wave 2), a higher passkey rank credit past 128 and a higher answer-token "
-         "accuracy on copy/sort past N (wave 5, in place of wave 2's exact matches at their floor). Expressiveness "
-         "has no measure here.",
+         "RoPE: lower text loss at 256-1024 (wave 2) and a higher passkey rank credit past 128 (wave 5, in place of "
+         "wave 2's exact matches at their floor; its twin on the tasks, answer-token accuracy, was struck by wave 5's "
+         "pilot: sort's token accuracy sat below its floor). Expressiveness has no measure here.",
          [_p("extrapolation", "which are also the key factor limiting RoPE's expressiveness and extrapolation",
              _HOPE_EXTRAP),
           _p("expressiveness", "which are also the key factor limiting RoPE's expressiveness and extrapolation",
-             untested="no measure of expressiveness in this harness")]),
+             untested="no measure of expressiveness in this harness")], beside=[_HOPE_TASKS_BESIDE]),
     _row("hope-4", "hope",
          "HoPE achieves two major advantages: (1) Without constraints imposed by long-term decay, contradictory "
          "factors that limit spontaneous attention optimization and model extrapolation performance are removed.",
@@ -501,7 +504,7 @@ CLAIMS = [
          "here.",
          [_p("model extrapolation performance", "model extrapolation performance", _HOPE_EXTRAP),
           _p("spontaneous attention optimization", "spontaneous attention optimization",
-             untested="no measure of 'spontaneous attention optimization' in this harness")]),
+             untested="no measure of 'spontaneous attention optimization' in this harness")], beside=[_HOPE_TASKS_BESIDE]),
     _row("hope-5", "hope",
          "(2) Components representing positions and semantics are are optimized.",
          "None: no quantity to measure.",
@@ -510,10 +513,10 @@ CLAIMS = [
     _row("hope-6", "hope",
          "These enhances model's context awareness and extrapolation, as validated by extensive experiments.",
          "HoPE against RoPE (trained at 128, or on 1-16 for the tasks): context awareness as retrieval, a higher "
-         "passkey rank credit past 128 (wave 5); extrapolation as a lower text loss at 256-1024 (wave 2), the rank "
-         "credit, and a higher answer-token accuracy on copy/sort past N (wave 5).",
+         "passkey rank credit past 128 (wave 5); extrapolation as a lower text loss at 256-1024 (wave 2) and the rank "
+         "credit (wave 5; the tasks' answer-token accuracy was struck by its pilot, as hope-3).",
          [_p("context awareness", "These enhances model's context awareness", [_HOPE_PASSKEY, _HOPE_RANK]),
-          _p("extrapolation", "extrapolation", [_HOPE_TEXT, _HOPE_TASKS, _HOPE_RANK, _HOPE_GRADED])]),
+          _p("extrapolation", "extrapolation", [_HOPE_TEXT, _HOPE_RANK])], beside=[_HOPE_TASKS_BESIDE]),
 
     # --- cracks (arXiv 2608.10296) ---------------------------------------------------------------------------
     _row("cracks-1", "cracks",

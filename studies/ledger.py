@@ -170,8 +170,11 @@ def rung_row(c, tests, fams):
                      "size": rw["runs"][rw["families"][name]["runs"]]["size"], "across": a,
                      "superseded": bool(t.get("superseded_by"))})
     if not any(not r["superseded"] for r in rows):
-        why = wave.skipped(rw, combined([t["status"] for t in live]), [(t["wave"], t["family"], t["id"]) for t in live]) if live else None
         later = sorted({f"wave {t['wave']}" for t in live if t["wave"] > rw["wave"]})
+        # a claim whose every test a later wave declared was never the rung's to rerun, whatever they decided
+        why = (None if live and all(t["wave"] > rw["wave"] for t in live) else
+               wave.skipped(rw, combined([t["status"] for t in live]), [(t["wave"], t["family"], t["id"]) for t in live])
+               if live else None)
         some = "its tests are" if all(t["wave"] > rw["wave"] for t in live) else "some of its tests are"
         why = why or ("no test at the tiny size" if not live else
                       f"not in the rung: {some} {' and '.join(later)}'s, declared after it" if later else
@@ -360,9 +363,10 @@ def full_md(led):
     return L
 
 
-def test_cell(t):
+def test_cell(t, why=True):
     """One test in the ledger's tests column: its verdict, effect and interval, its margin or sesoi with the source,
-    and, for a superseded test, what replaces it and why."""
+    for a superseded test what replaces it and why, and for a live test with a why (a rerun struck before its
+    runs) that why."""
     s = (f"w{t['wave']} {t['family']}/{t['id']}: {t['words']}"
          + (f", {ci(t['effect'], *(t['ci'] or (None, None)), '+.3g')}, Holm p {f(t['p_holm'], '.2g')}, "
             f"{t['n']} seeds" if t["effect"] is not None else ""))
@@ -377,6 +381,8 @@ def test_cell(t):
     if t["superseded_by"]:
         s = (f"~~{s}~~ superseded by " + ", ".join(f"w{w} {fa}/{i}" for w, fa, i in t["superseded_by"])
              + f": {t['why']}")
+    elif why and t.get("why"):
+        s += f" ({t['why']})"
     return s
 
 
@@ -392,7 +398,7 @@ def parts_cell(r):
             [f"stand-in: {p['stand_in']}"] if p.get("stand_in") else []) + (
             [test_cell(t) for t in p["tests"]] or [f"no test: {p['untested']}"])
         out.append("<br>".join(lines))
-    out += [f"beside, not deciding: {test_cell(t)}: {t['why']}" for t in r["beside"]]
+    out += [f"beside, not deciding: {test_cell(t, why=False)}: {t['why']}" for t in r["beside"]]
     return "<br><br>".join(out)
 
 

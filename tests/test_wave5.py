@@ -72,8 +72,11 @@ def test_wave5_holds_the_schema_and_its_seeds_are_fresh():
 def test_the_constants_are_the_lines():
     """The pilot-fixed values and the lists the outcomes read are the job lines' and the declarations' own."""
     ps = [j for j in W5["runs"]["posenc"]["jobs"] if "chunk_layers" in j["line"]]
-    assert len(ps) == 1 and ps[0]["seeds"] == C["chunk_seeds"] and f"--iters {C['chunk_steps']} " in ps[0]["line"]
-    assert W5["families"]["chunk"]["seeds"] == W5["families"]["chunk-graded"]["seeds"] == C["chunk_seeds"]
+    if C["chunk_steps"]:  # P5 adopted a recipe: the chunk block and its two families run on their own seeds
+        assert len(ps) == 1 and ps[0]["seeds"] == C["chunk_seeds"] and f"--iters {C['chunk_steps']} " in ps[0]["line"]
+        assert W5["families"]["chunk"]["seeds"] == W5["families"]["chunk-graded"]["seeds"] == C["chunk_seeds"]
+    else:  # struck by P5 (pilot_p5): no block, no family, and qat takes 16 seeds
+        assert not ps and not {"chunk", "chunk-graded"} & set(W5["families"]) and len(wave.seeds(W5, "qat")) == 16
     rope = W5["runs"]["posenc"]["jobs"][0]["line"]
     assert rope.count(f"--iters {C['swan_iters']} ") == 2 and f"-swan{C['swan_iters']} " in rope
     convert = next(d for d in W5["families"]["swan"]["hypotheses"] if d["id"] == "convert")
@@ -81,9 +84,14 @@ def test_the_constants_are_the_lines():
     recipe = {"copy": 600, "sort": 800}
     for j in W5["runs"]["lengen"]["jobs"][:2]:
         task = re.search(r"--algo (\w+)", j["line"]).group(1)
-        assert j["per"]["N"]["8"]["iters"] == recipe[task] * C["lg_lo_mult"] and j["per"]["N"]["32"]["iters"] == 2 * recipe[task]
-    graded = next(d for d in W5["families"]["hope"]["hypotheses"] if d["id"] == "tasks_graded")
-    assert graded["args"]["metric"] == C["graded_metric"]
+        assert j["per"]["N"]["8"]["iters"] == recipe[task] * C["lg_lo_mult"]
+        assert j["per"]["N"]["32"]["iters"] == recipe[task] * C["lg_hi_mult"]
+        assert {j["per"]["N"][n]["mult"] for n in ("8", "32")} == {f"{C['lg_lo_mult']:g}", f"{C['lg_hi_mult']:g}"}
+    graded = [d for d in W5["families"]["hope"]["hypotheses"] if d["id"] == "tasks_graded"]
+    if C["graded_metric"] == "none":  # struck by pilot P3, with the task runs only it read
+        assert not graded and not any("_len16_" in j["line"] for j in W5["runs"]["lengen"]["jobs"])
+    else:
+        assert graded[0]["args"]["metric"] == C["graded_metric"]
     law = {d["id"]: d["args"] for d in W5["families"]["qat-law"]["hypotheses"]}
     assert law["law_lof"]["sizes"] == C["qat_law"] and law["law_pi"]["fit"] == C["qat_fit"]
     assert law["law_pi"]["held"] == C["qat_held"] and law["law_lof"]["margin"] == law["law_pi"]["margin"] == C["qat_margin"]
@@ -120,13 +128,16 @@ def test_the_grid_reuses_wave2s_flags(study, tmp_path):
         reused = [ln for ln in w5 if "cosine" not in ln and not re.search(new, ln)]
         assert len(reused) == 27 + 2 + 1 and all(ln in w2 for ln in reused)
         assert len(w5) - len(reused) == 9  # 10K's four, 6K's INT4 at wd 0.1 and INT3, 55K's INT3, the two cosine runs
-    elif study == "lengen":
-        w2 = {ln.replace("DIR/threshold/", "DIR/") for ln in w2}
-        new = [ln for ln in w5 if "_len8_" in ln]
-        assert len(new) == 2 and all(ln in w2 for ln in w5 if ln not in new)
+    elif study == "lengen":  # the training steps: wave 2 ran 1x and 2x at each N; another multiple is new
+        train = lambda ln: re.sub(r" --out_dir \S+", "", first(ln))  # noqa: E731
+        w2 = {train(ln) for ln in w2}
+        new = [ln for ln in w5 if train(ln) not in w2]
+        assert len(w5) == 4 and all("_nope_Lrecipe_len" in ln for ln in w5)
+        assert len(new) == 2 * sum(m not in (1, 2) for m in (C["lg_lo_mult"], C["lg_hi_mult"]))
     else:
         chunk = [ln for ln in w5 if "chunk" in ln]
-        assert all(ln.replace(f"--iters {C['chunk_steps']} ", "--iters 600 ") in w2 for ln in chunk) and len(chunk) == 4
+        assert all(ln.replace(f"--iters {C['chunk_steps']} ", "--iters 600 ") in w2 for ln in chunk)
+        assert len(chunk) == (4 if C["chunk_steps"] else 0)
         passkey = [ln for ln in w5 if "passkey" in ln and "chunk" not in ln and "swan" not in ln]
         assert len(passkey) == 2 and all(ln in w2 for ln in passkey)
         text = [ln for ln in w5 if re.search(r"--pos (rope|hope) ", ln) and "passkey" not in ln]
@@ -304,8 +315,13 @@ def qat_world(seed_right, seeds=SEEDS):
     return rep
 
 
-def decided(name, rep):
-    fam = wave.decide(W5, name, rep)
+# the declaration as the pilots ran it: the families the amendment struck (chunk, chunk-graded; hope's tasks_graded)
+# keep their outcome functions tested on it
+W0 = wave.load(os.path.join(ROOT, "runs", "pilot-wave5", "wave5.declared.toml"))
+
+
+def decided(name, rep, w=None):
+    fam = wave.decide(w or (W5 if name in W5["families"] else W0), name, rep)
     return {h["id"]: h for h in fam["hypotheses"]}
 
 
@@ -459,19 +475,21 @@ def test_posenc_outcomes_pass_and_fail():
     assert h["u_shape"]["passed"] and h["u_shape"]["effect"] == pytest.approx(0.4, abs=0.03)
     assert h["u_cause"]["passed"] and h["u_cause"]["effect"] == pytest.approx(-0.3, abs=0.05)
     assert h["passkey_rank"]["passed"] and h["passkey_rank"]["effect"] == pytest.approx(0.2, abs=0.02)
-    assert h["tasks_graded"]["passed"] and h["tasks_graded"]["effect"] == pytest.approx(0.1, abs=0.01)
+    g = decided("hope", rep, W0)["tasks_graded"]  # struck by pilot P3: on the declaration as it was
+    assert g["passed"] and g["effect"] == pytest.approx(0.1, abs=0.01)
     h = decided("swan", rep)
     assert h["logn_text"]["passed"] and h["logn_text"]["effect"] == pytest.approx(-0.1, abs=0.01)
     assert h["logn_text"]["gated_out"] == ["500"] and h["logn_text"]["n"] == 11
     assert h["logn_passkey"]["passed"] and h["logn_passkey"]["effect"] == pytest.approx(0.5, abs=0.01)
     assert h["convert"]["passed"] and h["convert"]["effect"] == pytest.approx(-0.2, abs=0.03)
-    for name, effect in (("chunk", -0.3), ("chunk-graded", -0.9)):
+    for name, effect in (("chunk", -0.3), ("chunk-graded", -0.9)):  # struck by pilot P5: on the declaration as it was
         h = decided(name, rep)
         assert all(x["passed"] and x["effect"] == pytest.approx(effect, abs=0.05) for x in h.values()), name
     rep = posenc_world(False)
     h = decided("hope", rep)
     assert h["u_shape"]["opposite"] and h["u_cause"]["opposite"] and h["passkey_rank"]["negligible"]
-    assert not h["tasks_graded"]["passed"] and h["tasks_graded"]["negligible"]
+    g = decided("hope", rep, W0)["tasks_graded"]
+    assert not g["passed"] and g["negligible"]
     h = decided("swan", rep)
     assert h["logn_text"]["negligible"] and h["logn_passkey"]["negligible"] and h["convert"]["opposite"]
     for name in ("chunk", "chunk-graded"):
@@ -618,23 +636,26 @@ def test_end_to_end_every_family(tmp_path):
         return ev
     write_jobs(grid("posenc", tmp_path / "sweeps"), lambda rec: {"val_loss": 4.0}, evaluation)
     rep, md = run_analysis([tmp_path / "sweeps" / "wave5" / "posenc", lg], "posenc,lengen", tmp_path / "posenc")
-    assert list(rep["confirmatory"]["families"]) == ["hope", "swan", "chunk", "chunk-graded"]
+    names = [k for k in ("hope", "swan", "chunk", "chunk-graded") if k in W5["families"]]
+    assert list(rep["confirmatory"]["families"]) == names
     assert rep["confirmatory"]["seeds_used"] == wave.seeds(W5, "posenc")
-    for name in ("hope", "swan", "chunk", "chunk-graded"):
+    for name in names:
         h = family(rep, name, "posenc")
         assert all(x["passed"] for x in h.values()), name
     h = family(rep, "swan", "posenc")
     assert h["logn_text"]["gated_out"] == ["500"] and h["convert"]["effect"] == pytest.approx(-0.2, abs=0.03)
     assert {(r["parent"], r["method"], r["iters"]) for r in rep["posenc"]["conversions"]} == {
         ("rope", "swan", C["swan_iters"]), ("rope", "none", C["swan_iters"])}
-    for name in ("hope", "swan", "chunk", "chunk-graded"):
+    for name in names:
         assert f"### Wave 5, family `{name}`" in md
 
 
 def test_the_pilot_lines_are_the_waves_at_the_pilot_seeds():
-    """runs/pilot-wave5/jobs.txt is what jobs.py writes: seed by seed at 950-959, each line the wave's own at a pilot
-    seed (its folder runs/pilot-wave5/STUDY), but for the conversions also at 15 and 60 steps and the chunk
-    folders' _i<steps>; the two branches of P5 likewise."""
+    """runs/pilot-wave5/jobs.txt is what jobs.py writes: seed by seed at 950-959, each line the wave's own as
+    declared before the pilots (runs/pilot-wave5/wave5.declared.toml) at a pilot seed (its folder
+    runs/pilot-wave5/STUDY), but for the conversions also at 15 and 60 steps and the chunk folders' _i<steps>; the
+    two branches of P5 likewise."""
+    C0 = W0["constants"]
     run = lambda *a: subprocess.run(["python", os.path.join("runs", "pilot-wave5", "jobs.py"), *a], capture_output=True,
                                     text=True, cwd=ROOT, timeout=60, check=True).stdout
     first = run()
@@ -642,13 +663,14 @@ def test_the_pilot_lines_are_the_waves_at_the_pilot_seeds():
     lines = first.splitlines()
     seeds = [seed_of(ln) for ln in lines]
     assert seeds == sorted(seeds) and set(seeds) == set(range(950, 960))
-    ours = {st: {_norm(ln, 500, os.path.join("OUT", "wave5", st)) for ln in grid(st) if seed_of(ln) == 500} for st in STUDIES}
+    ours = {st: {_norm(ln, 500, os.path.join("OUT", "wave5", st)) for ln in wave.grid(W0, st, os.path.join("OUT", "wave5", st))
+                 if seed_of(ln) == 500} for st in STUDIES}
     for ln in lines + run("p5b").splitlines() + run("p5c").splitlines():
         st = re.search(r"runs/pilot-wave5/(\w+)/", ln).group(1)
         x = _norm(ln, seed_of(ln), os.path.join("runs", "pilot-wave5", st))
-        x = re.sub(r"(_s)SEED_i(\d+)", r"\1SEED", x).replace("--iters 1800 ", f"--iters {C['chunk_steps']} ")
+        x = re.sub(r"(_s)SEED_i(\d+)", r"\1SEED", x).replace("--iters 1800 ", f"--iters {C0['chunk_steps']} ")
         if "-swan15" in x:  # P4: the wave's conversion steps, and the same at 15 and 60
             parts = x.split(" && ")
-            x = " && ".join(parts[:2] + [p for p in parts[2:] if re.search(rf"-(swan|more){C['swan_iters']}\b", p)])
+            x = " && ".join(parts[:2] + [p for p in parts[2:] if re.search(rf"-(swan|more){C0['swan_iters']}\b", p)])
         assert x in ours[st], ln
     assert {seed_of(ln) for ln in run("p5b").splitlines()} == {950, 951, 952} and len(run("p5c").splitlines()) == 10
