@@ -119,10 +119,11 @@ def min_detectable_effect(sd, n, level=BETTER_LEVEL, power=0.8):
 def seeds_needed(sd, effect, level=BETTER_LEVEL, power=0.8, max_n=1000):
     """Seeds a two-sided paired t test needs to detect a mean paired difference `effect` with this
     power at this level, given the sd of the differences: the smallest n >= MIN_SEEDS whose
-    min_detectable_effect is <= |effect|; None when max_n seeds are not enough or sd is missing."""
+    min_detectable_effect is <= |effect|, that is, whose power at |effect| reaches `power` (one noncentral t a
+    step, not a root-find); None when max_n seeds are not enough or sd is missing."""
     if sd is None or not sd > 0 or not effect:
         return None
-    return _first_n(lambda n: (min_detectable_effect(sd, n, level, power) or math.inf) <= abs(effect), max_n)
+    return _first_n(lambda n: (t_power(sd, n, effect, level) or 0) >= power, max_n)
 
 
 # A study's family: the hypotheses its write-up decides, each a dict with claim, test, n, effect,
