@@ -731,14 +731,14 @@ def cells16_summary(rows, main, key="answer_lp"):
     init_sd = math.sqrt(sum((c["n"] - 1) * c["sd"] ** 2 for c in cells if c["sd"] is not None) / dof) if dof else None
     means = {c["cell"]: c["mean"] for c in cells}
     spread = max(means.values()) - min(means.values())
-    main = {x: float(np.mean([m for c, m in means.items() if c[i] == "1"]) - np.mean([m for c, m in means.items() if c[i] == "0"]))
+    effects = {x: float(np.mean([m for c, m in means.items() if c[i] == "1"]) - np.mean([m for c, m in means.items() if c[i] == "0"]))
             for i, x in enumerate(FEATURES)}  # the balanced factorial's main effects (the count slope is their mean)
     # inside each pretraining context, the slope of the cell means on the count of the three architectural features
     within = {ctx: float(np.polyfit([c[:3].count("1") for c in CELLS if c[3] == s],
                                     [means[c] for c in CELLS if c[3] == s], 1)[0]) for ctx, s in (("long", "0"), ("short", "1"))}
-    ex = {(str(w["seed"]), w["cell"]): w.get("exact") for w in fin if w["cell"] in ("0000", "1111")}
-    d = paired_hypothesis("exact(1111) - exact(0000)", {s: ex[s, "1111"] - ex[s, "0000"] for s, c in ex
-                                                         if c == "0000" and ex.get((s, "1111")) is not None and ex[s, c] is not None})
+    # the declared drop_exact outcome's own per-seed contrast (pair16), so the interval is the hypothesis's
+    d = paired_hypothesis("exact(1111) - exact(0000)",
+                          pair16({"longctx": {"main_recipe": main, "runs": rows}}, "1111", "0000", "exact")["per_seed"])
     none = cells[0]["exact"]
     rel = ({"none": none, "all": cells[-1]["exact"], "relative": -d["effect"] / none,
             "ci": [-d["ci"][1] / none, -d["ci"][0] / none] if d.get("ci") else None, "n": d["n"]}
@@ -747,7 +747,7 @@ def cells16_summary(rows, main, key="answer_lp"):
             "spread_sds": spread / init_sd if init_sd else None, "best": max(means, key=means.get),
             "worst": min(means, key=means.get), "learned": sum(c["learned"] for c in cells), "n": len(fin),
             "single_cost": {FEATURES[i]: means["0000"] - means["0000"[:i] + "1" + "0000"[i + 1:]] for i in range(4)},
-            "main_effect": main, "slope_within_context": within, "relative_drop_exact": rel}
+            "main_effect": effects, "slope_within_context": within, "relative_drop_exact": rel}
 
 
 def dropped16(rep, key="answer_lp"):  # seeds with some but not all 16 cells (the failure rule: dropped, named)
