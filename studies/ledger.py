@@ -146,7 +146,10 @@ def claim_status(parts):
 def rung_row(c, tests, fams):
     """The claim at the larger rung (studies/waves/rung1.toml): each tiny test's rerun (its rung verdict, effect,
     and the comparison across sizes), the claim's rung status by the same rule, and holds / weakens / flips; or
-    why it has no rung (skipped, or not decided at the tiny size). The reruns of a superseded tiny test are listed
+    why it has no rung (skipped, or not decided at the tiny size). The verdict compares like with like: the tiny
+    status of the tests the rung reran against theirs at the rung; where a live tiny test was not rerun, the rung
+    status is at most partial and the verdict says "in part" (a rung that reran only a sentence's confirmed part
+    neither confirms the sentence nor flips its refutation). The reruns of a superseded tiny test are listed
     (superseded: true) and left out of the rung status, as the tiny test is out of the claim's."""
     rw = wave.rung()
     index = wave.mirrors(rw)
@@ -181,10 +184,15 @@ def rung_row(c, tests, fams):
                       "not in the rung")
         return {"status": None, "why": why, "tests": rows}
     st = combined([r["status"] for r in rows if not r["superseded"]])
-    missing = [f"w{t['wave']} {t['family']}/{t['id']}" for t in live if (t["wave"], t["family"], t["id"]) not in index]
-    done = [t["status"] for t in live if t["status"] != "pending"]  # a test not run yet has nothing to compare
+    key = lambda t: (t["wave"], t["family"], t["id"])
+    missing = [f"w{t['wave']} {t['family']}/{t['id']}" for t in live if key(t) not in index]
+    # like for like: the tiny status of the tests the rung reran (a test not run yet has nothing to compare)
+    done = [t["status"] for t in live if key(t) in index and t["status"] != "pending"]
     tiny = combined(done) if done else "pending"
     v = verdict(tiny, st)
+    if missing:  # the rung never confirms a sentence part it did not rerun, and its verdict says it is partial
+        st = "partial" if st == "confirmed" else st
+        v += f" (in part: {len(live) - len(missing)} of {len(live)} tests rerun)"
     marks = list(dict.fromkeys(r["across"]["why"] for r in rows if r["across"].get("why")))
     if v == "weakens" and marks:  # why it weakened: too few seeds for the tiny effect, or a recipe not learned
         v += f" ({'; '.join(marks)})"
@@ -307,9 +315,10 @@ def front_md(led):
           "([effect against size](results/ledger_sizes.png)):", ""]
     decided = [r for r in led["rows"] if r["status"] in ("confirmed", "refuted")]
     by = lambda v: [r for r in decided if r["rung"]["status"] is not None and (r["rung"].get("verdict") or "").startswith(v)]
+    part = lambda rows: ", ".join(link(r) + (" (in part)" if r["rung"].get("not_rerun") else "") for r in rows) or "none"
     L += ["| at the larger rung | claims |", "|---|---|",
-          f"| holds | {ids(by('holds'))} |", f"| weakens | {ids(by('weakens'))} |", f"| flips | {ids(by('flips'))} |"]
-    L += [f"| {v} | {ids(by(k))} |" for k, v in (("not", "not learned"), ("pending", "pending")) if by(k)]
+          f"| holds | {part(by('holds'))} |", f"| weakens | {part(by('weakens'))} |", f"| flips | {part(by('flips'))} |"]
+    L += [f"| {v} | {part(by(k))} |" for k, v in (("not", "not learned"), ("pending", "pending")) if by(k)]
     L += [f"| skipped | {ids([r for r in decided if r['rung']['status'] is None])} |", ""]
     return L
 

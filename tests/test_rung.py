@@ -25,6 +25,9 @@ from test_wave2 import steps, swing, task_records, train_args, val, write_grid_p
 RW, W1, W2 = wave.get("rung1"), wave.get("confirm"), wave.get("confirm2")
 C = RW["constants"]  # the rung's sizes and parameter counts
 RUN_STUDIES = list(RW["runs"])  # qat, qat-probes, lengen, posenc
+# the waves declared after the rung: their stored analyses are left out of the copied results, so the ledger test
+# reads the rung against waves 1-2 whatever a later wave has published (lg-bounds-1 stays pending on wave 5)
+LATER = [w["name"] for w in wave.waves().values() if w["wave"] > RW["wave"]]
 SEED_START = 300  # fresh: the pilots 0-2, wave 1 100-115, wave 2 200-215
 seeds_of = lambda study: wave.seeds(RW, study)  # noqa: E731
 families_of = lambda study: wave.families_of(RW, study)  # noqa: E731
@@ -263,7 +266,7 @@ def test_the_ledger_puts_both_sizes_side_by_side(analysed, tmp_path):
     assumption (expe-3: the ExPE values) is undecided at both sizes, never flipped."""
     reps, rep_dir = analysed
     results = tmp_path / "results"
-    shutil.copytree(os.path.join(ROOT, "results"), results, ignore=shutil.ignore_patterns("*.png", RW["name"]))
+    shutil.copytree(os.path.join(ROOT, "results"), results, ignore=shutil.ignore_patterns("*.png", RW["name"], *LATER))
     for s in RUN_STUDIES:
         (results / s / RW["name"]).mkdir()
         shutil.copy(rep_dir / s / "analysis.json", results / s / RW["name"] / "analysis.json")
@@ -282,7 +285,9 @@ def test_the_ledger_puts_both_sizes_side_by_side(analysed, tmp_path):
     assert row["swan-1"]["status"] == "confirmed" and row["swan-1"]["rung"]["status"] == "undecided"
     assert row["swan-1"]["rung"]["verdict"] == "weakens"
     assert row["expe-3"]["status"] == "undecided" and row["expe-3"]["rung"]["verdict"] != "flips"
-    assert row["nope-1"]["rung"]["status"] == "confirmed" and row["nope-1"]["rung"]["verdict"] == "holds"
+    # a sentence the rung reran only in part: at most partial there, its verdict like for like and marked so
+    assert row["nope-1"]["rung"]["status"] == "partial"
+    assert row["nope-1"]["rung"]["verdict"] == "holds (in part: 2 of 3 tests rerun)"
     assert "parity_scratch_nope" in row["nope-1"]["rung"]["why"]
     assert row["cracks-1"]["rung"]["status"] is None and "wave 4's, declared after it" in row["cracks-1"]["rung"]["why"]
     assert "4 h budget" in wave.skipped(RW, "confirmed", [(2, "cracks", "compound")])  # had it been decided
@@ -290,7 +295,7 @@ def test_the_ledger_puts_both_sizes_side_by_side(analysed, tmp_path):
     # the INT4 null: equivalent at 39K; at the rung its 90% interval lies wholly past -0.01 (not equivalent): qat-2
     # flips; the difference is taken contrast by contrast (wd 0.6 - wd 0.33 at both sizes); the INT4 null below 50M
     # is not rerun, and qat-7, which rests on it and on a wave-5 test, says why
-    assert row["qat-2"]["status"] == "confirmed" and row["qat-2"]["rung"]["verdict"] == "flips"
+    assert row["qat-2"]["status"] == "confirmed" and row["qat-2"]["rung"]["verdict"].startswith("flips (in part")
     t = next(x for x in row["qat-2"]["rung"]["tests"] if x["id"] == "null")
     assert t["across"]["contrast"] == "wd 0.6 - wd 0.33 -> 0.1M wd0.6"
     assert t["across"]["diff"] == pytest.approx(-0.4 * 0.27 ** 2, abs=0.006) and t["across"]["diff_ci"][1] < 0
