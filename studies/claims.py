@@ -129,6 +129,9 @@ _PENALTY_NOT_BEST = ("tests that the penalty does not depend on the warmdown, wh
                      "best; the words name which warmdown is best")
 _BEST33 = [(5, "qat-sched", "best33")]
 _OWN = [(5, "qat-sched", "int4_own_null")]
+# the tiny sizes' training length: wave 5's small-size refutations rest on it, and the abstract states no budget
+_BUDGET = ("every size trained at 20 tokens a non-embedding parameter: 122 steps at 6K, 189 at 10K, 272 at 14K "
+           "(the abstract states no token budget; a short run may favour a long stay at the peak learning rate)")
 _QAT_NULL = [(1, "qat", "null"), (2, "qat-w2", "int4_null_sizes"), (2, "qat-w2", "int3_null_sizes")]
 _QAT_INT4 = [(1, "qat", "int4_wd33")]
 _OWN_NOT_PENALTY = ("tested the penalty (INT4 - FP16), not INT4's own loss, which 'schedule preference' names; stored "
@@ -208,7 +211,7 @@ CLAIMS = [
          [_p("which warmdown is best, in every cell", "finds the optimal warmdown is 33% at every (bit-width, size) cell",
              [_sup(t, _BEST33, _PENALTY_NOT_BEST) for t in _QAT_NULL] + _BEST33,
              stand_in="INT3 stands in for INT6 (INT8 has no stand-in: its tiny penalty is below seed noise); 14K-39K "
-                      "for the seed's 15M-100M")]),
+                      "for the seed's 15M-100M; " + _BUDGET)]),
     _row("qat-2", "qat",
          "The primary hypothesis -- that INT6 QAT requires a different schedule than higher-precision training -- "
          "is falsified at FP16/INT8/INT6.",
@@ -275,7 +278,7 @@ CLAIMS = [
          [_p("no schedule preference at any size (the loss)",
              "no individual size shows a statistically significant schedule preference",
              [_sup((2, "qat-w2", "int4_null_sizes"), _OWN, _OWN_NOT_PENALTY)] + _OWN,
-             stand_in="6K-25K for the seed's six sizes 3M-30M (INT4 is the seed's own bit-width)"),
+             stand_in="6K-25K for the seed's six sizes 3M-30M (INT4 is the seed's own bit-width); " + _BUDGET),
           _p("the penalty within seed noise", "the per-size mean penalty oscillates within seed-level noise",
              [(2, "qat-w2", "int4_null_sizes")], stand_in="14K and 25K for the seed's 3M-30M")]),
     _row("qat-8", "qat",
@@ -287,12 +290,12 @@ CLAIMS = [
          "the transition lies is not tested: no size between 25K and 39K.",
          [_p("a noise-dominated regime below 50M", "a noise-dominated regime below 50M",
              [_sup((2, "qat-w2", "int4_null_sizes"), _OWN, _OWN_NOT_PENALTY)] + _OWN,
-             stand_in="6K-25K for the seed's sizes below 50M"),
+             stand_in="6K-25K for the seed's sizes below 50M; " + _BUDGET),
           _p("a decisive wd33 regime at and above 50M", "a decisive wd33 regime at and above 50M", _QAT_INT4,
              stand_in="39K for the seed's 50M and 100M"),
           _p("not a clean wd10 region", "not a clean wd10 region",
              [_sup((2, "qat-w2", "int4_null_sizes"), [(5, "qat-sched", "no_wd10")], _OWN_NOT_PENALTY),
-              (5, "qat-sched", "no_wd10")]),
+              (5, "qat-sched", "no_wd10")], stand_in="6K-25K for the seed's sizes below 50M; " + _BUDGET),
           _p("a transition (where it lies)", "The boundary is therefore a transition",
              untested="not in a confirmatory family: no size between 25K and 39K is run, and no declared test locates "
                       "a change point")]),
