@@ -20,6 +20,9 @@ byte for byte); statsmodels is a test dependency (requirements.txt).
   seed_noise_check                           WLS with weights 1 / se^2, cov_type="fixed scale" (scale 1)
   blocked_factorial (pooled error)           OLS on seed dummies plus the +-1-coded factorial terms
   repeated_measures_f                        statsmodels.stats.anova.AnovaRM
+  wave 5: directional and non-inferiority    each contrast's scipy ttest_1samp (two-sided; one-sided "greater"
+  intersection-unions, law_lof, law_pi       at -margin) and DescrStatsW intervals; the lack-of-fit F by
+                                             compare_f_test of nested OLS fits; prediction intervals as above
 
 No library has these, so they are kept with their sources in stats.py and checked there
 (tests/test_stats.py): gg_epsilon (Greenhouse & Geisser 1959, Box 1954: AnovaRM has no sphericity
@@ -119,6 +122,8 @@ def contrasts(h):
 def kind(h):
     """Which library check a stored hypothesis's p rests on."""
     t = h.get("test", "")
+    if h.get("kind") in ("iut", "ni", "lof", "pi"):  # wave 5's intersection-union, non-inferiority and law tests
+        return "w5 " + h["kind"]
     if h.get("margin") is not None:
         return "tost"
     if "sign test" in t:
@@ -198,6 +203,85 @@ def check_tost(docs):
         if not (ok and close(h["ci"][0], lo, scale=hi - lo) and close(h["ci"][1], hi, scale=hi - lo)
                 and close(h["effect"], float(cs[worst].mean()), scale=hi - lo)):
             bad.append(f"{where} {h['claim']}: stored p {h['p']} ci {h['ci']}, ttost_mean p {want} ci {lo, hi}")
+    return n, bad
+
+
+def check_iut(docs):
+    """Wave 5's directional intersection-union (decisions.directional_iut): each contrast's paired t and 95%
+    interval (scipy / statsmodels); the hypothesis's p, the largest contrast p, or, where contrasts lie against the
+    declared direction, the Bonferroni p of the strongest of them (m x its p); its interval, the deciding
+    contrast's at the Bonferroni level (1 - 0.05 / m)."""
+    n, bad = 0, []
+    for where, h in hypotheses(docs, "w5 iut"):
+        cs = {k: flat(v) for k, v in h["per_seed"].items()}
+        m, lib = len(cs), {k: t_library(a) for k, a in cs.items()}
+        for k, (p, _, (lo, hi)) in lib.items():
+            c = h["contrasts"][k]
+            n += 1
+            if not (close(c["p"], p) and close(c["ci"][0], lo, scale=hi - lo) and close(c["ci"][1], hi, scale=hi - lo)):
+                bad.append(f"{where} {h['id']} {k}: stored p {c['p']} ci {c['ci']}, library p {p} ci {lo, hi}")
+        against = [k for k in cs if np.sign(cs[k].mean()) != h["declared"]]
+        want = min(1.0, m * min(lib[k][0] for k in against)) if against else max(v[0] for v in lib.values())
+        lo, hi = DescrStatsW(cs[h["deciding"]]).tconfint_mean(0.05 / m)
+        n += 1
+        if not (close(h["p"], want) and close(h["ci"][0], lo, scale=hi - lo) and close(h["ci"][1], hi, scale=hi - lo)):
+            bad.append(f"{where} {h['id']}: stored p {h['p']} ci {h['ci']}, library p {want} ci {lo, hi}")
+    return n, bad
+
+
+def check_ni(docs):
+    """Wave 5's non-inferiority intersection-union (decisions.noninferior_iut): per contrast the one-sided t that
+    its mean is above -margin (scipy, alternative "greater") and its 90% interval; the hypothesis's p, the
+    largest; its effect and interval, the deciding contrast's."""
+    n, bad = 0, []
+    for where, h in hypotheses(docs, "w5 ni"):
+        cs = {k: flat(v) for k, v in h["per_seed"].items()}
+        ps = {k: scistats.ttest_1samp(a, -h["margin"], alternative="greater").pvalue for k, a in cs.items()}
+        for k, a in cs.items():
+            lo, hi = DescrStatsW(a).tconfint_mean(0.10)
+            c = h["contrasts"][k]
+            n += 1
+            if not (close(c["p"], ps[k]) and close(c["ci"][0], lo, scale=hi - lo) and close(c["ci"][1], hi, scale=hi - lo)):
+                bad.append(f"{where} {h['id']} {k}: stored p {c['p']} ci {c['ci']}, library p {ps[k]} ci {lo, hi}")
+        n += 1
+        if not close(h["p"], max(ps.values())) or h["effect"] != h["contrasts"][h["deciding"]]["effect"]:
+            bad.append(f"{where} {h['id']}: stored p {h['p']}, library p {max(ps.values())}")
+    return n, bad
+
+
+def check_law5(docs):
+    """Wave 5's law tests. law_lof: the lack-of-fit F as the nested comparison of OLS models (seeds + ln N against
+    seeds + size dummies: OLSResults.compare_f_test) and the per-seed slopes' t (scipy); law_pi: the held-out
+    sizes' 95% prediction intervals from OLS on the fit sizes' means (get_prediction's obs_ci)."""
+    n, bad = 0, []
+    for where, h in hypotheses(docs, "w5 lof"):
+        sizes, seeds = list(h["per_seed"]), sorted(set().union(*h["per_seed"].values()))
+        y = np.array([h["per_seed"][z][sd] for z in sizes for sd in seeds])
+        S = np.array([[float(sd == t) for t in seeds] for _ in sizes for sd in seeds])
+        x = np.array([[h["x"][z]] for z in sizes for _ in seeds])
+        D = np.array([[float(z == t) for t in sizes[1:]] for z in sizes for _ in seeds])
+        full, lin = OLS(y, np.hstack([S, D])).fit(), OLS(y, np.hstack([S, x])).fit()
+        F, p, _ = full.compare_f_test(lin)
+        X = np.array([h["x"][z] for z in sizes])
+        slopes = np.array([np.polyfit(X, [h["per_seed"][z][sd] for z in sizes], 1)[0] for sd in seeds])
+        sp, _, (lo, hi) = t_library(slopes)
+        n += 3
+        if not (close(h["F"], F) and close(h["lof_p"], p) and list(h["df"]) == [len(sizes) - 2, int(full.df_resid)]):
+            bad.append(f"{where} {h['id']}: stored F {h['F']} p {h['lof_p']} df {h['df']}, compare_f_test F {F} p {p}")
+        if not (close(h["slope"]["p"], sp) and close(h["slope"]["ci"][0], lo, scale=hi - lo)
+                and close(h["slope"]["effect"], float(slopes.mean()), scale=hi - lo)):
+            bad.append(f"{where} {h['id']}: stored slope {h['slope']}, library p {sp} ci {lo, hi}")
+    for where, h in hypotheses(docs, "w5 pi"):
+        mean = {z: float(flat(v).mean()) for z, v in h["per_seed"].items()}
+        X = np.array([[1.0, math.log(h["n_params"][z])] for z in h["fit"]])
+        fit = OLS(np.array([mean[z] for z in h["fit"]]), X).fit()
+        for z in h["held_sizes"]:
+            f = fit.get_prediction(np.array([[1.0, math.log(h["n_params"][z])]])).summary_frame(alpha=0.05).iloc[0]
+            held = h["held"][z]
+            n += 1
+            if not (close(held["pred"], f["mean"]) and close(held["lo"], f["obs_ci_lower"], scale=held["half"])
+                    and close(held["hi"], f["obs_ci_upper"], scale=held["half"]) and close(held["mean"], mean[z])):
+                bad.append(f"{where} {h['id']} {z}: stored {held}, library {dict(f)}")
     return n, bad
 
 
@@ -483,7 +567,8 @@ def test_every_stored_hypothesis_has_a_library_check():
 
 
 @pytest.mark.parametrize("check, least", [(check_holm, 200), (check_t, 150), (check_tost, 20), (check_sign, 0),
-                                          (check_power, 200), (check_rm, 20), (check_longctx, 100), (check_laws, 6)],
+                                          (check_power, 200), (check_rm, 20), (check_longctx, 100), (check_laws, 6),
+                                          (check_iut, 13), (check_ni, 5), (check_law5, 5)],
                          ids=lambda x: getattr(x, "__name__", str(x)))
 def test_stored_values_agree_with_the_library(check, least):
     n, bad = check(DOCS)
@@ -517,6 +602,11 @@ def test_a_changed_stored_value_fails_the_library_checks():
         (check_laws, lambda w, d: next((s for g in (d.get("penalty_law") or {}).get("laws", []) for s in g["sizes"]
                                         if g.get("fit") and s["role"] == "held-out"), None),
          lambda s: s.update(hi=s["hi"] + 1e-6)),
+        (check_iut, hyp(lambda h: h.get("kind") == "iut"), lambda h: h.update(p=h["p"] * (1 + 1e-6))),
+        (check_ni, hyp(lambda h: h.get("kind") == "ni"), lambda h: h.update(p=h["p"] * (1 - 1e-6))),
+        (check_law5, hyp(lambda h: h.get("kind") == "lof"), lambda h: h.update(F=h["F"] * (1 + 1e-6))),
+        (check_law5, hyp(lambda h: h.get("kind") == "pi"),
+         lambda h: h["held"][h["held_sizes"][0]].update(hi=h["held"][h["held_sizes"][0]]["hi"] + 1e-6)),
     ]
     for check, find, move in cases:
         assert moved(check, find, move), f"{check.__name__} did not notice a changed value"
