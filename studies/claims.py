@@ -130,8 +130,10 @@ _PENALTY_NOT_BEST = ("tests that the penalty does not depend on the warmdown, wh
 _BEST33 = [(5, "qat-sched", "best33")]
 _OWN = [(5, "qat-sched", "int4_own_null")]
 # the tiny sizes' training length: wave 5's small-size refutations rest on it, and the abstract states no budget
-_BUDGET = ("every size trained at 20 tokens a non-embedding parameter: 122 steps at 6K, 189 at 10K, 272 at 14K "
-           "(the abstract states no token budget; a short run may favour a long stay at the peak learning rate)")
+_BUDGET = ("every size trained at 20 tokens a non-embedding parameter, from 122 steps at 6K (189 at 10K, 272 at 14K) "
+           "to 1085 at 55K (the abstract states no token budget; a short run may favour a long stay at the peak "
+           "learning rate)")
+_BELOW_50M = "6K-25K for the seed's sizes below 50M; " + _BUDGET
 _QAT_NULL = [(1, "qat", "null"), (2, "qat-w2", "int4_null_sizes"), (2, "qat-w2", "int3_null_sizes")]
 _QAT_INT4 = [(1, "qat", "int4_wd33")]
 _OWN_NOT_PENALTY = ("tested the penalty (INT4 - FP16), not INT4's own loss, which 'schedule preference' names; stored "
@@ -290,12 +292,12 @@ CLAIMS = [
          "the transition lies is not tested: no size between 25K and 39K.",
          [_p("a noise-dominated regime below 50M", "a noise-dominated regime below 50M",
              [_sup((2, "qat-w2", "int4_null_sizes"), _OWN, _OWN_NOT_PENALTY)] + _OWN,
-             stand_in="6K-25K for the seed's sizes below 50M; " + _BUDGET),
+             stand_in=_BELOW_50M),
           _p("a decisive wd33 regime at and above 50M", "a decisive wd33 regime at and above 50M", _QAT_INT4,
              stand_in="39K for the seed's 50M and 100M"),
           _p("not a clean wd10 region", "not a clean wd10 region",
              [_sup((2, "qat-w2", "int4_null_sizes"), [(5, "qat-sched", "no_wd10")], _OWN_NOT_PENALTY),
-              (5, "qat-sched", "no_wd10")], stand_in="6K-25K for the seed's sizes below 50M; " + _BUDGET),
+              (5, "qat-sched", "no_wd10")], stand_in=_BELOW_50M),
           _p("a transition (where it lies)", "The boundary is therefore a transition",
              untested="not in a confirmatory family: no size between 25K and 39K is run, and no declared test locates "
                       "a change point")]),

@@ -184,22 +184,23 @@ def rung_row(c, tests, fams):
                       "not in the rung")
         return {"status": None, "why": why, "tests": rows}
     st = combined([r["status"] for r in rows if not r["superseded"]])
-    key = lambda t: (t["wave"], t["family"], t["id"])
-    missing = [f"w{t['wave']} {t['family']}/{t['id']}" for t in live if key(t) not in index]
+    gone = [t for t in live if (t["wave"], t["family"], t["id"]) not in index]  # live tiny tests the rung lacks
+    missing = [f"w{t['wave']} {t['family']}/{t['id']}" for t in gone]
     # like for like: the tiny status of the tests the rung reran (a test not run yet has nothing to compare)
-    done = [t["status"] for t in live if key(t) in index and t["status"] != "pending"]
+    done = [t["status"] for t in live if t not in gone and t["status"] != "pending"]
     tiny = combined(done) if done else "pending"
     v = verdict(tiny, st)
-    if missing:  # the rung never confirms a sentence part it did not rerun, and its verdict says it is partial
-        st = "partial" if st == "confirmed" else st
-        v += f" (in part: {len(live) - len(missing)} of {len(live)} tests rerun)"
     marks = list(dict.fromkeys(r["across"]["why"] for r in rows if r["across"].get("why")))
     if v == "weakens" and marks:  # why it weakened: too few seeds for the tiny effect, or a recipe not learned
         v += f" ({'; '.join(marks)})"
+    if gone:  # the rung never confirms a sentence part it did not rerun, and its verdict says it is partial
+        st = "partial" if st == "confirmed" else st
+        decided = combined([t["status"] for t in live if t["status"] != "pending"] or ["pending"])
+        v = (f"not rerun: the tests that decide it ({', '.join(missing)})" if decided != tiny else
+             v + f" (in part: {len(live) - len(gone)} of {len(live)} tests rerun)")
     why = [f"not rerun: w{t['wave']} {t['family']}/{t['id']} ("
            + ("declared after the rung" if t["wave"] > rw["wave"] else
-              wave.not_rerun(rw).get((t["wave"], t["family"], t["id"]), "not in the rung")) + ")"
-           for t in live if (t["wave"], t["family"], t["id"]) not in index]
+              wave.not_rerun(rw).get((t["wave"], t["family"], t["id"]), "not in the rung")) + ")" for t in gone]
     return {"status": st, "verdict": v, "tests": rows, "not_rerun": missing, "why": "; ".join(why) or None}
 
 
@@ -318,35 +319,8 @@ def front_md(led):
     part = lambda rows: ", ".join(link(r) + (" (in part)" if r["rung"].get("not_rerun") else "") for r in rows) or "none"
     L += ["| at the larger rung | claims |", "|---|---|",
           f"| holds | {part(by('holds'))} |", f"| weakens | {part(by('weakens'))} |", f"| flips | {part(by('flips'))} |"]
-    L += [f"| {v} | {part(by(k))} |" for k, v in (("not", "not learned"), ("pending", "pending")) if by(k)]
-    L += [f"| skipped | {ids([r for r in decided if r['rung']['status'] is None])} |", ""]
-    return L
-
-
-RUNG_VERDICTS = ("holds", "weakens", "flips", "pending")
-
-
-def rung_md(led):
-    """The front page's lines on the larger rung: which decided claims hold, weaken or flip there; which were
-    skipped and why; the plot of effect against size."""
-    rw = wave.rung()
-    rows = [r for r in led["rows"] if r["status"] in ("confirmed", "refuted")]
-    by = lambda v: ", ".join(r["id"] for r in rows if (r["rung"].get("verdict") or "").split(" ")[0] == v) or "none"
-    skipped = [r for r in rows if r["rung"]["status"] is None]
-    sizes = ", ".join(f"{k} {v['size']}" for k, v in rw["runs"].items())
-    L = [f"**At a larger size** (the rung, `bash sweep.sh {rw['name']}`: {sizes}; {rw['declared_in']}), the claims decided at "
-         "the tiny size:", "",
-         f"- Hold (the same verdict): {by('holds')}.",
-         f"- Weaken (undecided at the larger size): {by('weakens')}.",
-         f"- Flip (confirmed at one size, refuted at the other): {by('flips')}.",
-         f"- Not learned at the larger size (every seed failed a recipe's gate): {by('not')}.",
-         *([f"- Pending (the rung's runs not finished): {by('pending')}."] if by("pending") != "none" else []),
-         "- Skipped: " + ("; ".join(f"{r['id']} ({r['rung']['why']})" for r in skipped) or "none") + ".", "",
-         rung_wall_line(led), "",
-         "Each claim's effect at both sizes, with the difference and its interval: the rung column of "
-         "[results/ledger.md](results/ledger.md).", "",
-         "![Each claim's effect against model size (log axis), the seeds' sizes marked where their documents state "
-         "them](results/ledger_sizes.png)", ""]
+    L += [f"| {v} | {part(by(k))} |" for k, v in (("not learned", "not learned"), ("pending", "pending")) if by(k)]
+    L += [f"| skipped (or its deciding tests not rerun) | {ids([r for r in decided if r['rung']['status'] is None or r['rung']['verdict'].startswith('not rerun')])} |", ""]
     return L
 
 
@@ -422,7 +396,11 @@ JSON_KEYS = (
     "id, status, words, effect, ci, n, p_holm, margin, sesoi, source, declared, sd, mde, planned (a published wave's "
     "plan on its pilot: seeds, target, power, seeds_needed, sesoi, sesoi_power, sesoi_seeds_needed), rests_on, superseded_by, "
     "why) and `rung`: the larger rung's `status` (null when the claim has no rung test, with `why`), "
-    "its `verdict` across sizes (holds, weakens, flips, pending), `not_rerun` (tiny tests without a rung test) and "
+    "its `verdict` across sizes (holds, weakens, flips, pending; a weakening's reason in brackets; where some live "
+    "tiny tests were not rerun, the verdict on the reruns ends '(in part: k of n tests rerun)', or reads 'not rerun: "
+    "the tests that decide it (...)' where the reruns alone would not give the claim's tiny status, and a rung "
+    "`status` that would be confirmed is 'partial': the rung did not rerun the whole sentence), `not_rerun` (tiny "
+    "tests without a rung test) and "
     "`tests`, each rung test with `tiny` (the [wave, family, id] it reruns), `superseded` (its tiny test is), `family`, `id`, `size`, `status`, "
     "`words`, `effect`, `ci`, `n`, `p_holm`, `margin`, `declared`, `sd` and `across`: `tiny` and `rung` statuses, "
     "`diff` (rung minus tiny effect), `diff_ci` (its 95% Welch interval) and `verdict`. Every per-seed value behind "
