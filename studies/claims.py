@@ -480,7 +480,9 @@ CLAIMS = [
          "A trained RoPE run converted by extend.py --method swan and trained on for 60 steps (20% of its 300: wave "
          "5's pilot) has a lower mean text loss at 256-1024 than the same parent trained on for the same 60 steps "
          "unconverted (wave 5). The parent is this project's own tiny model, not an existing pre-trained one.",
-         tests=[(5, "swan", "convert")]),
+         tests=[_t(5, "swan", "convert", rests_on="this project's stand-ins: its own tiny RoPE model (300 steps at "
+                   "128) for an existing pre-trained one, and 60 steps (the pilot's 20%) for 'minimal continued "
+                   "training', which the abstract does not quantify")]),
 
     # --- hope ------------------------------------------------------------------------------------------------
     _row("hope-1", "hope",
@@ -499,7 +501,9 @@ CLAIMS = [
          "found that the U-shape attention is caused by some learned components",
          "Through the seed's own intervention: HoPE, whose low-frequency components are position-independent, has a "
          "smaller U than RoPE at 128 (wave 5, u_cause). No post-hoc ablation of a trained RoPE model's components.",
-         tests=[(5, "hope", "u_cause")]),
+         tests=[_t(5, "hope", "u_cause", rests_on="this project's inference that HoPE's position-independent "
+                   "components remove the cause the seed names: a HoPE model trained from scratch may learn other "
+                   "attention, so a larger U under HoPE does not show that RoPE's components do not cause RoPE's U")]),
     _row("hope-3", "hope",
          "which are also the key factor limiting RoPE's expressiveness and extrapolation",
          "Only through the intervention: HoPE, which leaves those components unrotated, extrapolates better than "
